@@ -1,0 +1,204 @@
+"""The versioned JSON contract between the portal and evaluator hosts.
+
+Portal -> host: `EvaluationRequest`, as the only argument of the task `evaluator.evaluate`
+on the queue of a hardware profile.
+Host -> portal: small messages as the only argument of tasks on the `portal` queue:
+`portal.evaluation_started`, `portal.evaluation_progress`, `portal.evaluation_finished`.
+
+Every message is a JSON object with "version"; a reader rejects versions it does not know
+instead of guessing. `evaluation_id` names one attempt: a re-queued submission gets a new
+one, so messages of an abandoned attempt are recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CONTRACT_VERSION = 1
+
+EVALUATE_TASK = "evaluator.evaluate"
+STARTED_TASK = "portal.evaluation_started"
+PROGRESS_TASK = "portal.evaluation_progress"
+FINISHED_TASK = "portal.evaluation_finished"
+PORTAL_QUEUE = "portal"
+
+LOG_CAP_BYTES = 16 * 1024
+
+
+class ContractError(ValueError):
+    """A message that does not follow the contract."""
+
+
+class ProblemStatus(enum.StrEnum):
+    PASSED = "passed"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    COMPILE_ERROR = "compile_error"
+    NOT_RUN = "not_run"
+
+
+class EvaluationOutcome(enum.StrEnum):
+    DONE = "done"  # every problem has a result, whatever it is
+    FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
+
+
+def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
+    """Keep the head and the tail of a long log: the first error and the last words."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    half = limit // 2
+    head = data[:half].decode("utf-8", "ignore")
+    tail = data[-half:].decode("utf-8", "ignore")
+    return f"{head}\n... [{len(data) - 2 * half} bytes cut] ...\n{tail}"
+
+
+def _check_version(data: Any, kind: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ContractError(f"{kind}: expected a JSON object, got {type(data).__name__}")
+    if data.get("version") != CONTRACT_VERSION:
+        raise ContractError(
+            f"{kind}: contract version {data.get('version')!r} is not {CONTRACT_VERSION}"
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    evaluation_id: str
+    submission_id: int
+    profile: str
+    bundle_name: str
+    bundle_b64: str
+    bundle_sha256: str
+    problems: list[str]
+    version: int = CONTRACT_VERSION
+
+    @classmethod
+    def build(
+        cls, *, evaluation_id: str, submission_id: int, profile: str, bundle_name: str,
+        bundle: bytes, problems: list[str],
+    ) -> EvaluationRequest:
+        return cls(
+            evaluation_id=evaluation_id,
+            submission_id=submission_id,
+            profile=profile,
+            bundle_name=bundle_name,
+            bundle_b64=base64.b64encode(bundle).decode("ascii"),
+            bundle_sha256=hashlib.sha256(bundle).hexdigest(),
+            problems=list(problems),
+        )
+
+    def bundle(self) -> bytes:
+        data = base64.b64decode(self.bundle_b64)
+        if hashlib.sha256(data).hexdigest() != self.bundle_sha256:
+            raise ContractError("bundle bytes do not match their sha256")
+        return data
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> EvaluationRequest:
+        data = _check_version(data, "evaluation request")
+        try:
+            return cls(
+                evaluation_id=str(data["evaluation_id"]),
+                submission_id=int(data["submission_id"]),
+                profile=str(data["profile"]),
+                bundle_name=str(data["bundle_name"]),
+                bundle_b64=str(data["bundle_b64"]),
+                bundle_sha256=str(data["bundle_sha256"]),
+                problems=[str(s) for s in data["problems"]],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ContractError(f"evaluation request: bad field: {exc}") from exc
+
+
+@dataclass
+class CaseResult:
+    """One case of one problem. Times are microseconds, the slowest rank's per iteration."""
+
+    case: str
+    dtype: str
+    passed: bool
+    time_us: float | None = None  # median
+    time_spread_us: float | None = None  # interquartile range
+    iterations: int = 0
+    ref_time_us: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    bytes_moved: int = 0
+
+
+@dataclass
+class ProblemResult:
+    slug: str
+    status: ProblemStatus
+    world_size: int
+    message: str = ""
+    log: str = ""
+    time_us: float | None = None  # sum over cases of the median times
+    ref_time_us: float | None = None
+    speedup: float | None = None  # geometric mean over cases of ref/candidate
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data["log"] = cap_log(self.log)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProblemResult:
+        try:
+            fields = dict(data)
+            fields["status"] = ProblemStatus(fields["status"])
+            fields["cases"] = [CaseResult(**c) for c in fields.get("cases", [])]
+            return cls(**fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ContractError(f"problem result: bad field: {exc}") from exc
+
+
+def started_message(*, evaluation_id: str, host: str) -> dict[str, Any]:
+    return {"version": CONTRACT_VERSION, "evaluation_id": evaluation_id, "host": host}
+
+
+def progress_message(*, evaluation_id: str, done: int, total: int, current: str) -> dict[str, Any]:
+    return {
+        "version": CONTRACT_VERSION,
+        "evaluation_id": evaluation_id,
+        "done": done,
+        "total": total,
+        "current": current,
+    }
+
+
+def finished_message(
+    *, evaluation_id: str, outcome: EvaluationOutcome, reason: str = "",
+    results: list[ProblemResult] | None = None, environment: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "version": CONTRACT_VERSION,
+        "evaluation_id": evaluation_id,
+        "outcome": str(outcome),
+        "reason": reason,
+        "results": [r.to_json() for r in results or []],
+        "environment": environment or {},
+    }
+
+
+def read_message(data: Any, kind: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """Check a host -> portal message's version and fields, or raise ContractError."""
+    data = _check_version(data, kind)
+    missing = [name for name in ("evaluation_id", *required) if name not in data]
+    if missing:
+        raise ContractError(f"{kind}: missing fields {', '.join(missing)}")
+    return data

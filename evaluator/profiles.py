@@ -1,0 +1,41 @@
+"""Hardware profiles: which queue a submission goes to, and how its host runs it.
+
+Results of different profiles are never ranked together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    label: str
+    queue: str
+    world_size: int
+    backend: str  # "gloo" (CPU ranks) or "nccl" (one GPU per rank)
+    # CPU hosts are for development: they run the small public dev cases, since the eval
+    # shapes are sized for NVLink and would take minutes per problem over gloo.
+    case_kind: str
+
+
+PROFILES: dict[str, HardwareProfile] = {
+    p.name: p
+    for p in (
+        HardwareProfile("cpu", "CPU, 4 ranks over gloo", "eval.cpu", 4, "gloo", "dev"),
+        HardwareProfile("h200x2", "2x H200 (NVLink)", "gpu.h200x2", 2, "nccl", "eval"),
+        HardwareProfile("h200x4", "4x H200 (NVLink)", "gpu.h200x4", 4, "nccl", "eval"),
+        HardwareProfile("h200x8", "8x H200 (NVLink)", "gpu.h200x8", 8, "nccl", "eval"),
+    )
+}
+
+DEFAULT_PROFILE = "cpu"
+
+
+def get_profile(name: str) -> HardwareProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(sorted(PROFILES))
+        raise KeyError(f"unknown hardware profile {name!r}; known: {known}") from None

@@ -1,0 +1,1 @@
+"""Collective primitives: the building blocks every other category is made of."""
