@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from problems.spec import Case, Category, InputContext, Problem
+from problems.spec import SUMS_OVER_RANKS, Case, Category, InputContext, Problem
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
@@ -17,15 +17,8 @@ def make_inputs(case: Case, ctx: InputContext) -> dict:
 
 
 def bytes_moved(case: Case, world_size: int) -> int:
-    # A ring (or any bandwidth-optimal) all-reduce sends 2(W-1)/W of the buffer per rank.
-    nbytes = case.params["n"] * _itemsize(case.dtype)
-    return 2 * (world_size - 1) * nbytes // world_size
-
-
-def _itemsize(dtype: str) -> int:
-    from problems.spec import DTYPES
-
-    return DTYPES[dtype].itemsize
+    # The bandwidth-optimal bound: each rank sends 2(W-1)/W of its buffer.
+    return 2 * (world_size - 1) * case.params["n"] * case.itemsize // world_size
 
 
 PROBLEM = Problem(
@@ -33,21 +26,23 @@ PROBLEM = Problem(
     title="All-reduce (sum)",
     category=Category.COLLECTIVE,
     description=(
-        "Every rank holds a vector `x` of `n` elements. Every rank must return the "
-        "elementwise sum of all ranks' vectors, in `x`'s dtype. The reference calls "
-        "`torch.distributed.all_reduce`. A bandwidth-optimal algorithm sends and receives "
-        "2(W-1)/W of the buffer per rank (reduce-scatter then all-gather); over symmetric "
-        "memory each rank can pull its 1/W slice from every peer, sum, and publish it."
+        "Every rank holds a vector `x` of `n` elements. Every rank returns the elementwise "
+        "sum of all ranks' vectors, in `x`'s dtype.\n\n"
+        "The reference calls `torch.distributed.all_reduce`. A bandwidth-optimal algorithm "
+        "sends 2(W-1)/W of the buffer per rank (a reduce-scatter, then an all-gather). Over "
+        "symmetric memory each rank can read its 1/W slice from every peer, sum it, and "
+        "publish the sum for the peers to read back."
     ),
     reference=solution,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
+    tolerances=SUMS_OVER_RANKS,
     dev_cases=(
-        Case("dev-tiny", "float32", {"n": 1000}),
+        Case("dev-fp32", "float32", {"n": 1000}),
         Case("dev-bf16", "bfloat16", {"n": 4096}),
     ),
     eval_cases=(
-        Case("demo-eval-1m", "bfloat16", {"n": 1 << 20}),
-        Case("demo-eval-64m", "bfloat16", {"n": 1 << 26}),
+        Case("demo-1m", "bfloat16", {"n": 1 << 20}),
+        Case("demo-64m", "bfloat16", {"n": 1 << 26}),
     ),
 )

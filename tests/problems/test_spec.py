@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from problems import InputContext, all_problems, get_problem
+from problems.__main__ import main as problems_main
+from problems.spec import SUMS_OVER_RANKS, Category
+
+
+def _draw(problem, case, rank, seed, world_size=4):
+    ctx = InputContext(rank=rank, world_size=world_size, dtype=case.dtype, device="cpu", seed=seed)
+    return problem.make_inputs(case, ctx)
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.slug)
+def test_it_is_fully_specified(problem):
+    assert problem.slug and problem.title and len(problem.description) > 80
+    assert isinstance(problem.category, Category)
+    assert problem.signature.startswith("solution(")
+    assert "def solution" in problem.reference_source
+    assert problem.dev_cases and problem.eval_cases
+    assert {2, 4}.issubset(problem.world_sizes)
+    for case in (*problem.dev_cases, *problem.eval_cases):
+        for world_size in problem.world_sizes:
+            assert problem.bytes_moved(case, world_size) > 0
+
+
+@pytest.mark.parametrize("problem", all_problems(), ids=lambda p: p.slug)
+def test_inputs_repeat_for_a_seed_and_change_with_it(problem):
+    case = problem.dev_cases[0]
+    first, again = _draw(problem, case, 1, seed=7), _draw(problem, case, 1, seed=7)
+    other_seed, other_rank = _draw(problem, case, 1, seed=8), _draw(problem, case, 2, seed=7)
+    assert first["x"].equal(again["x"])
+    assert not first["x"].equal(other_seed["x"])
+    assert not first["x"].equal(other_rank["x"])
+
+
+def test_the_root_is_drawn_per_trial_and_agreed_by_all_ranks():
+    problem = get_problem("broadcast")
+    case = problem.dev_cases[0]
+    roots = {seed: {_draw(problem, case, r, seed)["root"] for r in range(4)} for seed in range(40)}
+    assert all(len(per_rank) == 1 for per_rank in roots.values())
+    assert {next(iter(v)) for v in roots.values()} == {0, 1, 2, 3}
+
+
+def test_version_changes_with_the_tolerance():
+    problem = get_problem("all-reduce")
+    looser = dataclasses.replace(problem, tolerances={**SUMS_OVER_RANKS, "float32": None})
+    assert looser.version != problem.version
+    assert get_problem("all-reduce").version == problem.version
+
+
+def test_unknown_slug_is_a_clear_error():
+    with pytest.raises(KeyError, match="unknown problem 'nope'"):
+        get_problem("nope")
+
+
+def test_cli_lists_the_catalog_as_json(capsys):
+    assert problems_main(["--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {p["slug"] for p in listed} == {p.slug for p in all_problems()}
+    assert all(p["world_sizes"] and p["dtypes"] and p["category"] for p in listed)
+
+
+def test_cli_table_filters_by_category(capsys):
+    assert problems_main(["--category", "collective"]) == 0
+    out = capsys.readouterr().out
+    assert "all-to-all" in out and "8 problems" in out
