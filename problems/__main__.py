@@ -30,7 +30,10 @@ def _table(problems: list[Problem]) -> str:
         for p in problems
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     return "\n".join(lines) + f"\n\n{len(problems)} problems"
 
 

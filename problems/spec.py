@@ -136,7 +136,11 @@ class InputContext:
 
     def randint(self, low: int, high: int, *shape: int, shared: bool = False):
         return torch.randint(
-            low, high, shape, generator=self.gen(shared=shared), device=self.device,
+            low,
+            high,
+            shape,
+            generator=self.gen(shared=shared),
+            device=self.device,
             dtype=torch.int64,
         )
 

@@ -109,6 +109,9 @@ def test_reference_matches_single_process_math(reference_outputs, slug):
             tol = problem.tolerance(case.dtype)
             assert got.dtype == inputs[rank]["x"].dtype, (slug, case.name, rank)
             torch.testing.assert_close(
-                got.double(), want.double(), atol=tol.atol, rtol=tol.rtol,
+                got.double(),
+                want.double(),
+                atol=tol.atol,
+                rtol=tol.rtol,
                 msg=lambda m, r=rank, c=case.name: f"{slug} {c} rank {r}: {m}",
             )
