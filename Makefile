@@ -1,0 +1,49 @@
+# The two commands a person needs: `make run` (the whole site on this machine) and
+# `make test` (the whole suite). The other targets are the steps they are made of.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+
+# `make run` is the embedded development setup: debug on, SQLite and a local Redis
+# unless DATABASE_URL / REDIS_URL say otherwise.
+run: export PKB_DEBUG ?= 1
+run: export PORT := $(PORT)
+
+.PHONY: run test install redis migrate lint format clean
+
+$(BIN)/.installed: pyproject.toml
+	scripts/make-venv "$(PYTHON)" "$(VENV)"
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+redis:
+	scripts/ensure-redis
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py sync_problems
+
+# Web server, the portal's Celery worker (records results; runs the sweeper on a beat),
+# and one evaluator worker that judges bundles on the CPU with gloo.
+run: install redis migrate
+	@echo "Serving on http://127.0.0.1:$(PORT)/  (Ctrl-C stops everything)"
+	$(BIN)/honcho --procfile Procfile start
+
+test: install redis
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

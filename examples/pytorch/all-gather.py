@@ -1,0 +1,8 @@
+import torch
+import torch.distributed as dist
+
+
+def solution(x: torch.Tensor) -> torch.Tensor:
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x)
+    return torch.cat(parts)
