@@ -1,0 +1,175 @@
+"""Evaluator settings, read from the environment once and failing loudly on bad values.
+
+Defaults give the embedded setup: a local Redis and the CPU profile. No secret has a
+committed default: without PKB_SEED_SECRET(_FILE) each process draws a random one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluator.profiles import DEFAULT_PROFILE, get_profile
+from problems.spec import DTYPES, Case
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+MIN_SECRET_BYTES = 16
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+# (warmup, iters): gloo on CPU is slow and noisy anyway; GPUs get more samples.
+_TIMING_DEFAULTS = {"gloo": (3, 20), "nccl": (10, 100)}
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the evaluator cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str
+    profile: str
+    seed_secret: bytes = field(repr=False)
+    seed_secret_generated: bool
+    eval_cases: Mapping[str, tuple[Case, ...]] | None
+    problem_timeout_s: float
+    trials: int
+    warmup: int
+    iters: int
+    rotation: int
+    scratch_dir: Path
+    keep_scratch: bool = False
+
+
+def env_str(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip()
+    return value or default
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_float(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum:  # also catches nan
+        raise SettingsError(f"{name} must be at least {minimum}, got {raw}")
+    return value
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise SettingsError(f"{name} must be true or false (or 1/0, yes/no, on/off), got {raw!r}")
+
+
+def redis_url(env: Mapping[str, str] = os.environ) -> str:
+    return env_str(env, "REDIS_URL", DEFAULT_REDIS_URL)
+
+
+def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
+    profile_name = env_str(env, "PKB_PROFILE", DEFAULT_PROFILE)
+    try:
+        profile = get_profile(profile_name)
+    except KeyError as exc:
+        raise SettingsError(f"PKB_PROFILE: {exc.args[0]}") from None
+    warmup, iters = _TIMING_DEFAULTS.get(profile.backend, _TIMING_DEFAULTS["nccl"])
+    secret, generated = _seed_secret(env)
+    return Settings(
+        redis_url=redis_url(env),
+        profile=profile.name,
+        seed_secret=secret,
+        seed_secret_generated=generated,
+        eval_cases=_eval_cases(env),
+        problem_timeout_s=env_float(env, "PKB_PROBLEM_TIMEOUT_S", 120.0, minimum=1.0),
+        trials=env_int(env, "PKB_TRIALS", 3, minimum=1),
+        warmup=env_int(env, "PKB_WARMUP", warmup, minimum=0),
+        iters=env_int(env, "PKB_ITERS", iters, minimum=1),
+        rotation=env_int(env, "PKB_ROTATION", 3, minimum=1),
+        scratch_dir=Path(env_str(env, "PKB_SCRATCH_DIR", tempfile.gettempdir())),
+        keep_scratch=env_bool(env, "PKB_KEEP_SCRATCH", False),
+    )
+
+
+def _seed_secret(env: Mapping[str, str]) -> tuple[bytes, bool]:
+    value = env.get("PKB_SEED_SECRET", "")
+    path = env.get("PKB_SEED_SECRET_FILE", "").strip()
+    if value and path:
+        raise SettingsError("set PKB_SEED_SECRET or PKB_SEED_SECRET_FILE, not both")
+    if path:
+        try:
+            secret = Path(path).read_bytes().strip()
+        except OSError as exc:
+            raise SettingsError(f"PKB_SEED_SECRET_FILE: cannot read {path}: {exc}") from None
+        source = f"PKB_SEED_SECRET_FILE ({path})"
+    elif value:
+        secret = value.encode("utf-8")
+        source = "PKB_SEED_SECRET"
+    else:
+        # Fresh per process: fine for a dev host, and never predictable from the repository.
+        log.warning("no PKB_SEED_SECRET or PKB_SEED_SECRET_FILE; generated a random seed secret")
+        return secrets.token_bytes(32), True
+    if len(secret) < MIN_SECRET_BYTES:
+        raise SettingsError(f"{source} must hold at least {MIN_SECRET_BYTES} bytes")
+    return secret, False
+
+
+def _eval_cases(env: Mapping[str, str]) -> dict[str, tuple[Case, ...]] | None:
+    path = env.get("PKB_EVAL_CASES_FILE", "").strip()
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"PKB_EVAL_CASES_FILE: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"PKB_EVAL_CASES_FILE: {path} must hold a JSON object")
+    return {str(slug): _cases_of(path, slug, items) for slug, items in data.items()}
+
+
+def _cases_of(path: str, slug: str, items: object) -> tuple[Case, ...]:
+    if not isinstance(items, list) or not items:
+        raise SettingsError(f"PKB_EVAL_CASES_FILE: {path}: {slug!r} must be a non-empty list")
+    cases = []
+    for i, item in enumerate(items):
+        where = f"PKB_EVAL_CASES_FILE: {path}: {slug!r} case {i}"
+        try:
+            case = Case.from_json(item)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SettingsError(f"{where}: bad case: {exc!r}") from None
+        if case.dtype not in DTYPES:
+            raise SettingsError(f"{where}: unknown dtype {case.dtype!r}")
+        if not all(isinstance(v, int) for v in case.params.values()):
+            raise SettingsError(f"{where}: params must be integers")
+        cases.append(case)
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise SettingsError(f"PKB_EVAL_CASES_FILE: {path}: {slug!r} repeats a case name")
+    return tuple(cases)

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluator.seeds import trial_seed
+from evaluator.settings import SettingsError, env_bool, load_settings
+
+SECRET = b"s" * 32
+
+
+def test_trial_seeds_are_63_bit_and_depend_on_every_part():
+    seeds = {
+        trial_seed(SECRET, "e1", "all-reduce", "dev-tiny", 0),
+        trial_seed(SECRET, "e1", "all-reduce", "dev-tiny", 1),
+        trial_seed(SECRET, "e2", "all-reduce", "dev-tiny", 0),
+        trial_seed(b"t" * 32, "e1", "all-reduce", "dev-tiny", 0),
+        trial_seed(SECRET, "e1a", "ll-reduce", "dev-tiny", 0),
+    }
+    assert len(seeds) == 5
+    assert all(0 <= s < 2**63 for s in seeds)
+    assert trial_seed(SECRET, "x", 1) == trial_seed(SECRET, "x", 1)
+
+
+def test_settings_default_to_the_embedded_setup():
+    settings = load_settings({})
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.profile == "cpu"
+    assert (settings.problem_timeout_s, settings.trials) == (120.0, 3)
+    assert (settings.warmup, settings.iters) == (3, 20)
+    assert settings.eval_cases is None
+
+
+def test_without_a_secret_each_load_draws_a_random_one():
+    first, second = load_settings({}), load_settings({})
+    assert first.seed_secret_generated and first.seed_secret != second.seed_secret
+    assert repr(first.seed_secret) not in repr(first)
+
+
+def test_the_secret_can_come_from_a_file(tmp_path):
+    path = tmp_path / "secret"
+    path.write_bytes(b"0123456789abcdef0123\n")
+    settings = load_settings({"PKB_SEED_SECRET_FILE": str(path)})
+    assert settings.seed_secret == b"0123456789abcdef0123"
+    assert not settings.seed_secret_generated
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"PKB_TRIALS": "three"}, "PKB_TRIALS must be an integer"),
+        ({"PKB_TRIALS": "0"}, "PKB_TRIALS must be at least 1"),
+        ({"PKB_PROBLEM_TIMEOUT_S": "nan"}, "PKB_PROBLEM_TIMEOUT_S must be at least"),
+        ({"PKB_PROFILE": "tpu"}, "unknown hardware profile 'tpu'"),
+        ({"PKB_SEED_SECRET": "short"}, "at least 16 bytes"),
+        ({"PKB_SEED_SECRET": "x" * 20, "PKB_SEED_SECRET_FILE": "/x"}, "not both"),
+        ({"PKB_KEEP_SCRATCH": "maybe"}, "PKB_KEEP_SCRATCH must be true or false"),
+        ({"PKB_EVAL_CASES_FILE": "/nonexistent/cases.json"}, "cannot read"),
+    ],
+)
+def test_bad_values_fail_loudly(env, match):
+    with pytest.raises(SettingsError, match=match):
+        load_settings(env)
+
+
+def test_env_bool_accepts_only_clear_values():
+    assert env_bool({"X": "True"}, "X", False) is True
+    assert env_bool({"X": "0"}, "X", True) is False
+    assert env_bool({}, "X", True) is True
+
+
+def test_eval_cases_file_replaces_the_demo_cases(tmp_path):
+    path = tmp_path / "cases.json"
+    cases = [{"name": "hidden-1", "dtype": "bfloat16", "params": {"n": 4096}}]
+    path.write_text(json.dumps({"all-reduce": cases}))
+    settings = load_settings({"PKB_EVAL_CASES_FILE": str(path)})
+    assert [c.name for c in settings.eval_cases["all-reduce"]] == ["hidden-1"]
+
+    path.write_text(json.dumps({"all-reduce": [dict(cases[0], dtype="float8")]}))
+    with pytest.raises(SettingsError, match="unknown dtype 'float8'"):
+        load_settings({"PKB_EVAL_CASES_FILE": str(path)})
