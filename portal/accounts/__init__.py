@@ -1,0 +1,1 @@
+"""Teams and their members: who may submit, and whose results a submission counts for."""

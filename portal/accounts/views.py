@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from portal.accounts.forms import TeamCreateForm, TeamJoinForm
+from portal.accounts.selectors import team_members, team_of
+from portal.accounts.services import TeamError, team_create, team_join, team_leave
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("accounts:team")
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"Welcome, {user.get_username()}. Create or join a team.")
+        return redirect("accounts:team")
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+def _team_page(request: HttpRequest, *, create_form=None, join_form=None, status=200):
+    team = team_of(request.user)
+    context = {
+        "team": team,
+        "members": team_members(team) if team else [],
+        "create_form": create_form or TeamCreateForm(),
+        "join_form": join_form or TeamJoinForm(),
+    }
+    return render(request, "accounts/team.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def team(request: HttpRequest) -> HttpResponse:
+    return _team_page(request)
+
+
+@login_required
+@require_POST
+def team_create_view(request: HttpRequest) -> HttpResponse:
+    form = TeamCreateForm(request.POST)
+    if form.is_valid():
+        try:
+            created = team_create(owner=request.user, name=form.cleaned_data["name"])
+        except TeamError as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Team {created.name} created. Share its invite code.")
+            return redirect("accounts:team")
+    return _team_page(request, create_form=form, status=400)
+
+
+@login_required
+@require_POST
+def team_join_view(request: HttpRequest) -> HttpResponse:
+    form = TeamJoinForm(request.POST)
+    if form.is_valid():
+        try:
+            joined = team_join(user=request.user, invite_code=form.cleaned_data["invite_code"])
+        except TeamError as exc:
+            form.add_error("invite_code", str(exc))
+        else:
+            messages.success(request, f"You joined {joined.name}.")
+            return redirect("accounts:team")
+    return _team_page(request, join_form=form, status=400)
+
+
+@login_required
+@require_POST
+def team_leave_view(request: HttpRequest) -> HttpResponse:
+    try:
+        team_leave(user=request.user)
+    except TeamError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, "You left your team.")
+    return redirect("accounts:team")

@@ -1,0 +1,1 @@
+"""Rankings of teams, overall and per parallelism category."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LeaderboardConfig(AppConfig):
+    name = "portal.leaderboard"
+    label = "leaderboard"

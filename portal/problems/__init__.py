@@ -1,0 +1,1 @@
+"""The database mirror of the problem catalog, for admins to publish, hide, retire, weigh."""

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Category(models.TextChoices):
+    # Mirrors problems.spec.Category and its labels (a test keeps them equal). Spelled out
+    # rather than imported: problems.spec imports torch, which the web process has no use for.
+    COLLECTIVE = "collective", "Collective primitives"
+    TENSOR = "tensor", "Tensor parallel"
+    SEQUENCE = "sequence", "Sequence parallel"
+    CONTEXT = "context", "Context parallel"
+    PIPELINE = "pipeline", "Pipeline parallel"
+    DATA = "data", "Data parallel"
+    EXPERT = "expert", "Expert parallel"
+    FSDP = "fsdp", "FSDP / ZeRO"
+    VOCAB = "vocab", "Vocab parallel"
+    GRAPH = "graph", "Graph"
+    GEOMETRIC = "geometric", "Geometric / spatial"
+    OTHER = "other", "Other"
+
+
+class ProblemQuerySet(models.QuerySet["Problem"]):
+    def published(self) -> ProblemQuerySet:
+        return self.filter(status=Problem.Status.PUBLISHED)
+
+    def in_category(self, category: str | None) -> ProblemQuerySet:
+        return self.filter(category=category) if category else self
+
+    def in_catalog_order(self) -> ProblemQuerySet:
+        """Categories in the order of the catalog (collectives first), then by title."""
+        order = models.Case(
+            *[models.When(category=c.value, then=models.Value(i)) for i, c in enumerate(Category)],
+            output_field=models.IntegerField(),
+        )
+        return self.alias(category_order=order).order_by("category_order", "title", "slug")
+
+
+class Problem(models.Model):
+    class Status(models.TextChoices):
+        PUBLISHED = "published", "Published"
+        HIDDEN = "hidden", "Hidden"
+        RETIRED = "retired", "Retired"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    category = models.CharField(max_length=16, choices=Category.choices)
+    signature = models.TextField(blank=True)
+    description = models.TextField(blank=True)
+    reference_source = models.TextField(blank=True)
+    world_sizes = models.JSONField(default=list)
+    dtypes = models.JSONField(default=list)
+    # `version` counts the changes of the catalog's `code_version` (a hash of the module).
+    version = models.PositiveIntegerField(default=1)
+    code_version = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PUBLISHED)
+    weight = models.FloatField(default=1.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProblemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["category", "title"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def category_label(self) -> str:
+        return Category(self.category).label
+
+    @property
+    def summary(self) -> str:
+        """The first sentence of the description, for lists."""
+        text = " ".join(self.description.split())
+        head, dot, _ = text.partition(". ")
+        return head + "." if dot else text

@@ -1,0 +1,228 @@
+"""Settings of the portal, all read from the environment.
+
+Defaults give the embedded setup: SQLite under var/, a local Redis, the CPU profile.
+A bad value fails at start-up rather than later at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from evaluator.contract import PORTAL_QUEUE
+from evaluator.profiles import DEFAULT_PROFILE, PROFILES
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+VAR_DIR.mkdir(exist_ok=True)
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r}: expected one of true/false/1/0/yes/no")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected an integer") from None
+
+
+def envstr(name: str, default: str | None = None) -> str | None:
+    """NAME, or the content of the file named by NAME_FILE (for secrets); never both."""
+    value = os.environ.get(name)
+    path = os.environ.get(f"{name}_FILE")
+    if value and path:
+        raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r}: {exc}") from None
+    return value or default
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in (envstr(name) or default).split(",") if item.strip()]
+
+
+DEBUG = envbool("PKB_DEBUG", False)
+
+SECRET_KEY = envstr("PKB_SECRET_KEY")
+if not SECRET_KEY:
+    # pytest (>= 8.2) sets PYTEST_VERSION for its run and the processes it starts.
+    if not (DEBUG or os.environ.get("PYTEST_VERSION")):
+        raise ImproperlyConfigured("PKB_SECRET_KEY (or PKB_SECRET_KEY_FILE) is required")
+    SECRET_KEY = "insecure-dev-and-test-key-never-use-in-production"
+
+ALLOWED_HOSTS = envlist("PKB_ALLOWED_HOSTS", "localhost,127.0.0.1")
+CSRF_TRUSTED_ORIGINS = envlist("PKB_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "portal.accounts",
+    "portal.problems",
+    "portal.submissions",
+    "portal.leaderboard",
+    "portal.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+if not DEBUG:
+    # Right after SecurityMiddleware, as whitenoise asks.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+        conn_max_age=envint("PKB_DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not :memory:, so that a Celery worker started by a test shares the test DB.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    # Web and worker processes write concurrently; wait for the lock instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "leaderboard:home"
+LOGOUT_REDIRECT_URL = "leaderboard:home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+MEDIA_URL = "media/"  # never served: bundles are private, read through the portal only
+MEDIA_ROOT = VAR_DIR / "media"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+# Off by default so that the embedded setup works over plain http://localhost; production
+# behind an HTTPS proxy sets PKB_SECURE_COOKIES=true.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("PKB_SECURE_COOKIES", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Bundles: the evaluator's own checks decide what is inside; this caps what is read at all.
+PKB_BUNDLE_MAX_BYTES = 4 * 1024 * 1024
+# Uploads up to the bundle limit stay in memory; bigger ones spill to a temporary file and
+# are rejected before being read in full.
+FILE_UPLOAD_MAX_MEMORY_SIZE = PKB_BUNDLE_MAX_BYTES
+# Non-file request data (the REST API may send a bundle base64-encoded: 4/3 of its size).
+DATA_UPLOAD_MAX_MEMORY_SIZE = PKB_BUNDLE_MAX_BYTES * 4 // 3 + 64 * 1024
+
+PKB_SUBMISSION_PROFILE = envstr("PKB_SUBMISSION_PROFILE", DEFAULT_PROFILE) or DEFAULT_PROFILE
+if PKB_SUBMISSION_PROFILE not in PROFILES:
+    raise ImproperlyConfigured(
+        f"PKB_SUBMISSION_PROFILE={PKB_SUBMISSION_PROFILE!r}: expected one of "
+        + ", ".join(sorted(PROFILES))
+    )
+
+# Sweeper: a running evaluation whose host has not sent a heartbeat for this long is
+# presumed dead and requeued, up to PKB_MAX_ATTEMPTS attempts in all.
+PKB_STUCK_AFTER_S = envint("PKB_STUCK_AFTER_S", 1800)
+PKB_MAX_ATTEMPTS = envint("PKB_MAX_ATTEMPTS", 3)
+if PKB_STUCK_AFTER_S <= 0 or PKB_MAX_ATTEMPTS <= 0:
+    raise ImproperlyConfigured("PKB_STUCK_AFTER_S and PKB_MAX_ATTEMPTS must be positive")
+
+REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# Celery (read by portal/celery.py through the CELERY_ namespace).
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = PORTAL_QUEUE
+CELERY_TASK_ROUTES = {"portal.*": {"queue": PORTAL_QUEUE}}
+# Above the evaluator's hard time limit, or Redis hands a long evaluation to a second host.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7200}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "sweep-submissions": {"task": "portal.sweep", "schedule": 60.0},
+}
+CELERY_TIMEZONE = TIME_ZONE
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
+    + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("PKB_LOG_LEVEL", "INFO")},
+}

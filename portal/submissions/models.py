@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+
+from evaluator.contract import ProblemStatus
+from portal.accounts.models import Team
+from portal.problems.models import Problem
+
+_EXTENSIONS = (".tar.gz", ".tgz", ".zip", ".tar", ".py")
+
+
+def bundle_extension(filename: str) -> str:
+    lowered = filename.lower()
+    for ext in _EXTENSIONS:
+        if lowered.endswith(ext):
+            return ext
+    match = re.search(r"\.[a-z0-9]{1,8}$", lowered)
+    return match.group(0) if match else ".bin"
+
+
+def bundle_upload_to(submission: Submission, filename: str) -> str:
+    # Named by a random id: the user's file name is kept in `bundle_name`, never in a path.
+    return f"submissions/{submission.team_id}/{uuid.uuid4().hex}{bundle_extension(filename)}"
+
+
+class SubmissionQuerySet(models.QuerySet["Submission"]):
+    def visible_to(self, user) -> SubmissionQuerySet:
+        """Staff see every submission; a team member sees their team's; others see none."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(team__memberships__user=user)
+
+    def for_team(self, team: Team) -> SubmissionQuerySet:
+        return self.filter(team=team)
+
+    def active(self) -> SubmissionQuerySet:
+        return self.filter(status__in=Submission.ACTIVE)
+
+    def stalled(self, *, heartbeat_before: datetime) -> SubmissionQuerySet:
+        return self.filter(status=Submission.Status.RUNNING, heartbeat_at__lt=heartbeat_before)
+
+    def waiting_since(self, *, queued_before: datetime) -> SubmissionQuerySet:
+        return self.filter(status=Submission.Status.QUEUED, queued_at__lt=queued_before)
+
+
+class Submission(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="submissions")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions"
+    )
+    bundle = models.FileField(upload_to=bundle_upload_to, max_length=255)
+    bundle_name = models.CharField(max_length=255)
+    bundle_sha256 = models.CharField(max_length=64)
+    profile = models.CharField(max_length=32)
+    problems = models.JSONField(default=list)  # the slugs the bundle solves
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True)
+    # Names one attempt; a requeue draws a new one, so an abandoned attempt's messages are
+    # recognised and dropped.
+    evaluation_id = models.UUIDField(default=uuid.uuid4, unique=True)
+    attempts = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    host = models.CharField(max_length=200, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    current_problem = models.CharField(max_length=80, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+
+    objects = SubmissionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.bundle_name} ({self.team})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def planned_count(self) -> int:
+        """Problems this attempt will evaluate, before its host has said so."""
+        return self.progress_total or len(self.problems)
+
+
+class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
+    def passed(self) -> ProblemResultQuerySet:
+        return self.filter(status=ProblemResult.Status.PASSED)
+
+    def counted(self, *, profile: str) -> ProblemResultQuerySet:
+        """Results that may rank: finished submissions of the profile, published problems."""
+        return self.filter(
+            submission__profile=profile,
+            submission__status=Submission.Status.DONE,
+            problem__status=Problem.Status.PUBLISHED,
+        )
+
+
+class ProblemResult(models.Model):
+    class Status(models.TextChoices):
+        PASSED = ProblemStatus.PASSED.value, "Passed"
+        WRONG_ANSWER = ProblemStatus.WRONG_ANSWER.value, "Wrong answer"
+        RUNTIME_ERROR = ProblemStatus.RUNTIME_ERROR.value, "Runtime error"
+        TIMEOUT = ProblemStatus.TIMEOUT.value, "Timeout"
+        COMPILE_ERROR = ProblemStatus.COMPILE_ERROR.value, "Compile error"
+        NOT_RUN = ProblemStatus.NOT_RUN.value, "Not run"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")
+    status = models.CharField(max_length=16, choices=Status.choices)
+    world_size = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+    log = models.TextField(blank=True)  # capped by the contract (head and tail)
+    time_us = models.FloatField(null=True, blank=True)
+    ref_time_us = models.FloatField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)
+    max_abs_err = models.FloatField(null=True, blank=True)
+    max_rel_err = models.FloatField(null=True, blank=True)
+    cases = models.JSONField(default=list, blank=True)
+
+    objects = ProblemResultQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission", "problem"], name="one_result_per_problem"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.problem_id} in #{self.submission_id}: {self.status}"

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evaluator.bundle import Bundle, BundleError, read_bundle
+from evaluator.contract import EvaluationRequest
+from evaluator.profiles import get_profile
+from portal.accounts.selectors import team_of
+from portal.problems.models import Problem
+from portal.submissions import broker
+from portal.submissions.models import ProblemResult, Submission
+
+logger = logging.getLogger(__name__)
+
+
+class SubmissionError(Exception):
+    """A submission that cannot be accepted; the message is meant for the user."""
+
+
+def _read_upload(upload: UploadedFile) -> bytes:
+    limit = settings.PKB_BUNDLE_MAX_BYTES
+    too_big = f"The bundle is larger than {limit // (1024 * 1024)} MiB."
+    # The declared size first, so that a huge upload is never read into memory.
+    if upload.size is not None and upload.size > limit:
+        raise SubmissionError(too_big)
+    upload.seek(0)
+    data = upload.read(limit + 1)
+    if len(data) > limit:
+        raise SubmissionError(too_big)
+    return data
+
+
+def _read_checked_bundle(filename: str, data: bytes) -> Bundle:
+    statuses = dict(Problem.objects.values_list("slug", "status"))
+    try:
+        bundle = read_bundle(filename, data, known_slugs=set(statuses))
+    except BundleError as exc:
+        raise SubmissionError(str(exc)) from exc
+    closed = sorted(slug for slug in bundle.solutions if statuses[slug] != Problem.Status.PUBLISHED)
+    if closed:
+        raise SubmissionError(
+            f"Not open for submissions: {', '.join(closed)}. Remove "
+            f"{'it' if len(closed) == 1 else 'them'} from the bundle and submit again."
+        )
+    return bundle
+
+
+def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -> None:
+    """Send the current attempt to its profile's queue once the transaction commits.
+
+    A send that fails (the broker is down) is logged and left to the sweeper, which re-sends
+    submissions that wait too long.
+    """
+    evaluation_id = str(submission.evaluation_id)
+
+    def send() -> None:
+        data = bundle
+        if data is None:
+            with submission.bundle.open("rb") as fh:
+                data = fh.read()
+        request = EvaluationRequest.build(
+            evaluation_id=evaluation_id,
+            submission_id=submission.pk,
+            profile=submission.profile,
+            bundle_name=submission.bundle_name,
+            bundle=data,
+            problems=list(submission.problems),
+        )
+        broker.send_evaluation(request, queue=get_profile(submission.profile).queue)
+
+    transaction.on_commit(send, robust=True)
+
+
+def submission_create(*, user: AbstractBaseUser, upload: UploadedFile) -> Submission:
+    team = team_of(user)
+    if team is None:
+        raise SubmissionError("Join or create a team before submitting.")
+    data = _read_upload(upload)
+    filename = os.path.basename(upload.name or "bundle")[:255]
+    bundle = _read_checked_bundle(filename, data)
+    submission = Submission(
+        team=team,
+        user=user,
+        bundle_name=filename,
+        bundle_sha256=hashlib.sha256(data).hexdigest(),
+        profile=settings.PKB_SUBMISSION_PROFILE,
+        problems=sorted(bundle.solutions),
+        status=Submission.Status.QUEUED,
+        queued_at=timezone.now(),
+    )
+    # durable: this block is the outermost transaction, so leaving it without an error means
+    # the row is committed, and an error means it is not: then the file must go too.
+    try:
+        with transaction.atomic(durable=True):
+            submission.bundle.save(filename, ContentFile(data), save=False)
+            submission.save()
+            _enqueue_on_commit(submission, bundle=data)
+    except BaseException:
+        if submission.bundle.name:
+            submission.bundle.storage.delete(submission.bundle.name)
+        raise
+    logger.info("submission %s queued: team %s, %s", submission.pk, team.slug, submission.problems)
+    return submission
+
+
+def submission_requeue(*, submission: Submission, reason: str) -> bool:
+    """Start a new attempt: a new evaluation_id, so that the old attempt's messages drop."""
+    with transaction.atomic():
+        updated = Submission.objects.filter(
+            pk=submission.pk, evaluation_id=submission.evaluation_id
+        ).update(
+            evaluation_id=uuid.uuid4(),
+            attempts=F("attempts") + 1,
+            status=Submission.Status.QUEUED,
+            reason=reason,
+            queued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            heartbeat_at=None,
+            progress_done=0,
+            progress_total=0,
+            current_problem="",
+        )
+        if not updated:
+            return False  # changed under us (finished, requeued): the caller's view is stale
+        ProblemResult.objects.filter(submission_id=submission.pk).delete()
+        submission.refresh_from_db()
+        _enqueue_on_commit(submission)
+    return True
+
+
+def submission_cancel(*, submission: Submission, reason: str = "Cancelled by an admin.") -> bool:
+    """Stop counting on an active submission; its host's later messages are dropped."""
+    updated = Submission.objects.filter(pk=submission.pk, status__in=Submission.ACTIVE).update(
+        status=Submission.Status.CANCELLED, reason=reason, finished_at=timezone.now()
+    )
+    return bool(updated)
+
+
+def submission_resend(*, submission: Submission) -> bool:
+    """Send the same attempt again (its message may have been lost with the broker)."""
+    with transaction.atomic():
+        updated = Submission.objects.filter(
+            pk=submission.pk,
+            evaluation_id=submission.evaluation_id,
+            status=Submission.Status.QUEUED,
+        ).update(queued_at=timezone.now())
+        if updated:
+            _enqueue_on_commit(submission)
+    return bool(updated)

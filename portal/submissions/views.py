@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_safe
+
+from evaluator.profiles import get_profile
+from portal.accounts.selectors import team_of
+from portal.submissions.forms import SubmissionForm
+from portal.submissions.models import Submission
+from portal.submissions.selectors import submission_result_lines, team_recent_submissions
+from portal.submissions.services import SubmissionError, submission_create
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def submit(request: HttpRequest) -> HttpResponse:
+    team = team_of(request.user)
+    if team is None:
+        messages.info(request, "Create or join a team first: submissions count for a team.")
+        return redirect("accounts:team")
+    form = SubmissionForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                submission = submission_create(
+                    user=request.user, upload=form.cleaned_data["bundle"]
+                )
+            except SubmissionError as exc:
+                form.add_error("bundle", str(exc))
+            else:
+                return redirect("submissions:detail", pk=submission.pk)
+        status = 400
+    return render(
+        request,
+        "submissions/submit.html",
+        {
+            "form": form,
+            "team": team,
+            "submissions": team_recent_submissions(team),
+        },
+        status=status,
+    )
+
+
+def _visible_submission(request: HttpRequest, pk: int) -> Submission:
+    queryset = Submission.objects.visible_to(request.user).select_related("team", "user")
+    return get_object_or_404(queryset, pk=pk)
+
+
+def _detail_context(submission: Submission) -> dict:
+    return {
+        "submission": submission,
+        "lines": submission_result_lines(submission),
+        "profile": get_profile(submission.profile),
+    }
+
+
+@login_required
+@require_safe
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = _visible_submission(request, pk)
+    return render(request, "submissions/detail.html", _detail_context(submission))
+
+
+@login_required
+@require_safe
+def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live part of the detail page, polled by htmx while the evaluation runs."""
+    submission = _visible_submission(request, pk)
+    return render(request, "submissions/_status.html", _detail_context(submission))

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("portal.leaderboard.urls")),
+    path("problems/", include("portal.problems.urls")),
+    path("", include("portal.submissions.urls")),
+    path("", include("portal.accounts.urls")),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("portal.api.urls")),
+    path("admin/", admin.site.urls),
+]
