@@ -1,0 +1,262 @@
+"""A pool of rank processes: start them, talk to them, and kill them for certain.
+
+The parent sends commands as pickles (it is the trusted side) and reads replies as JSON
+bytes only, so a candidate process cannot smuggle a pickle into the process that holds the
+seed secret. Every rank puts itself in its own process group first thing, so that killing
+the group also kills whatever the rank started.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+# How long to wait for a rank's death to become visible after a peer reported an error:
+# a rank that crashes makes its peers' collectives fail, and the crash is the real story.
+DEATH_GRACE_S = 0.5
+KILL_VERIFY_S = 5.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: str
+    rank: int
+    data: dict[str, Any]
+
+
+class RankDied(Exception):
+    def __init__(self, kind: str, rank: int, how: str) -> None:
+        super().__init__(f"{kind} rank {rank} {how}")
+        self.kind, self.rank, self.how = kind, rank, how
+
+
+class PoolTimeout(Exception):
+    def __init__(self, replies: list[Reply], pending: list[tuple[str, int]]) -> None:
+        super().__init__(f"no reply from {pending}")
+        self.replies, self.pending = replies, pending
+
+
+class RankPool:
+    """W processes of one kind ("judge" or "candidate"), rank r at index r."""
+
+    def __init__(self, kind: str, world_size: int) -> None:
+        self.kind = kind
+        self.world_size = world_size
+        self.procs: list[Any] = []
+        self.conns: list[Connection] = []
+        self.groups: list[int] = []  # process groups the ranks reported making
+
+    def launch(self, ctx: Any, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:
+        """Start one process per rank; `args[r]` follow the rank's end of its command pipe."""
+        for rank in range(self.world_size):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=target, args=(child_end, *args[rank]), name=f"pkb-{self.kind}-{rank}"
+            )
+            proc.start()
+            child_end.close()
+            self.procs.append(proc)
+            self.conns.append(parent_end)
+
+    def note_ready(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            pid = reply.data.get("pid")
+            if reply.kind == self.kind and pid == self.procs[reply.rank].pid:
+                self.groups.append(int(pid))
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.pid is not None]
+
+    def send(self, op: str, step: int, payload: Any = None) -> None:
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send((op, step, payload))
+            except (BrokenPipeError, ConnectionResetError, EOFError):
+                raise RankDied(self.kind, rank, _how_it_ended(self.procs[rank])) from None
+
+    def stop(self, *, grace_s: float = 5.0) -> None:
+        """Ask the ranks to leave, then kill what is left, grandchildren included."""
+        for conn in self.conns:
+            try:
+                conn.send(("stop", -1, None))
+            except OSError:
+                pass
+        end = time.monotonic() + grace_s
+        for proc in self.procs:
+            proc.join(max(0.0, end - time.monotonic()))
+        self.kill()
+
+    def kill(self) -> None:
+        for group in self.groups:
+            _signal_group(group)
+        for proc in self.procs:
+            if proc.pid is not None and proc.pid not in self.groups and proc.is_alive():
+                _signal_pid(proc.pid)
+        for proc in self.procs:
+            proc.join(KILL_VERIFY_S)
+            if proc.is_alive():
+                log.error("%s rank process %s survived SIGKILL", self.kind, proc.pid)
+        survivors = _wait_groups_empty(self.groups, KILL_VERIFY_S)
+        if survivors:
+            log.error("processes %s of %s ranks survived SIGKILL", survivors, self.kind)
+        for conn in self.conns:
+            conn.close()
+        self.procs, self.conns, self.groups = [], [], []
+
+
+def gather(
+    pools: list[RankPool],
+    step: int,
+    timeout_s: float,
+    *,
+    decisive: Callable[[Reply], bool] = lambda reply: False,
+) -> list[Reply]:
+    """Wait for one reply per rank of `pools` to command `step`.
+
+    Returns early, with the replies so far, when `decisive(reply)` says the rest no longer
+    matters. Raises RankDied when a rank process ends, PoolTimeout at the deadline.
+    """
+    owners = {conn: (pool, rank) for pool in pools for rank, conn in enumerate(pool.conns)}
+    sentinels = {
+        proc.sentinel: (pool, rank) for pool in pools for rank, proc in enumerate(pool.procs)
+    }
+    pending = dict(owners)
+    replies: list[Reply] = []
+    end = time.monotonic() + timeout_s
+    while pending:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise PoolTimeout(replies, sorted((p.kind, r) for p, r in pending.values()))
+        for ready in wait([*pending, *sentinels], timeout=remaining):
+            if ready in sentinels:
+                pool, rank = sentinels[ready]
+                raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank]))
+            if ready not in pending:
+                continue
+            pool, rank = pending[ready]
+            try:
+                data = json.loads(ready.recv_bytes(MAX_REPLY_BYTES))
+            except (EOFError, OSError, ValueError):
+                raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank])) from None
+            if not isinstance(data, dict) or data.get("step") != step:
+                continue  # a stale or forged reply: not an answer to this command
+            reply = Reply(pool.kind, rank, data)
+            replies.append(reply)
+            del pending[ready]
+            if decisive(reply):
+                _raise_if_a_rank_died(pools, sentinels)
+                return replies
+    return replies
+
+
+def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
+    for ready in wait(list(sentinels), timeout=DEATH_GRACE_S):
+        pool, rank = sentinels[ready]
+        raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank]))
+
+
+def _how_it_ended(proc: Any) -> str:
+    proc.join(DEATH_GRACE_S)
+    code = proc.exitcode
+    if code is None:
+        return "closed its connection"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def _signal_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_pid(pid: int) -> None:
+    # A rank that has not made its own group yet is still in ours: never killpg that one.
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def live_members(groups: list[int]) -> list[int]:
+    """Processes of these process groups that still run (zombies do not count)."""
+    wanted = set(groups)
+    if not wanted:
+        return []
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: ask the kernel about each group instead
+        return [g for g in wanted if _group_exists(g)]
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def pid_running(pid: int) -> bool:
+    """True if `pid` is a process that still runs (a zombie has stopped running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return _pid_exists(pid)
+    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def _group_exists(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
+    # Polling the kernel's view is the only way to see grandchildren we are not parent of.
+    end = time.monotonic() + timeout_s
+    while True:
+        survivors = live_members(groups)
+        if not survivors or time.monotonic() > end:
+            return survivors
+        for group in groups:
+            _signal_group(group)
+        time.sleep(0.05)

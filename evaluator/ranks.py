@@ -1,0 +1,331 @@
+"""The main loops of the two kinds of rank process.
+
+A JUDGE rank is trusted: it draws the inputs of a trial from the trial seed, runs the
+problem's reference and compares the candidate's outputs with it. It never imports bundle
+code, and it reads the candidate's outputs only through `torch.load(weights_only=True)`,
+which builds tensors and plain containers and nothing else.
+
+A CANDIDATE rank imports the bundle's `<slug>.py`, draws the same inputs from the same
+seed, calls `solution(**inputs)` and sends the outputs to judge rank r over their pipe.
+Its stdout and stderr (the file descriptors, so C-level output too) go to a log file.
+
+Both answer their parent in JSON. Neither ever sees the seed secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from evaluator.compare import ForeignValue, compare
+from evaluator.timing import time_calls
+from problems.spec import Case, InputContext, Problem
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_OUTPUT_BYTES = 8 * 1024**3
+# A candidate writing a runaway log (or any file) past this gets SIGXFSZ, not a full disk.
+MAX_CANDIDATE_FILE_BYTES = 256 * 1024 * 1024
+# The parent's per-problem deadline, not this, ends a hung collective.
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    rank: int
+    world_size: int
+    backend: str
+    rendezvous: str  # path of the file:// rendezvous file, fresh for each pool start
+    peer: Connection  # the judge's read end or the candidate's write end of their pipe
+    threads: int
+    log_path: str | None = None  # candidates only
+
+
+def judge_main(conn: Connection, setup: RankSetup) -> None:
+    _serve(conn, setup, _Judge)
+
+
+def candidate_main(conn: Connection, setup: RankSetup) -> None:
+    _serve(conn, setup, _Candidate)
+
+
+def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> None:
+    os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
+    _die_with_parent()
+    if setup.log_path:
+        _redirect_output(setup.log_path)
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES)
+        )
+    torch.set_num_threads(setup.threads)
+    device = _init_distributed(setup)
+    worker = worker_class(setup, device)
+    _reply(conn, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
+    while True:
+        try:
+            op, step, payload = conn.recv()
+        except (EOFError, OSError):
+            break  # the parent is gone
+        if op == "stop":
+            break
+        reply = worker.handle(op, payload)
+        _flush()
+        _reply(conn, {"step": step, **reply})
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+class _Worker:
+    def __init__(self, setup: RankSetup, device: torch.device) -> None:
+        self.setup = setup
+        self.device = device
+        self.problem: Problem | None = None
+
+    def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def inputs(self, case: Case, seed: int) -> dict[str, Any]:
+        assert self.problem is not None
+        ctx = InputContext(
+            rank=self.setup.rank,
+            world_size=self.setup.world_size,
+            dtype=case.dtype,
+            device=self.device,
+            seed=seed,
+        )
+        return self.problem.make_inputs(case, ctx)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+class _Judge(_Worker):
+    def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if op == "load":
+                self.problem = payload["problem"]
+                return {"ok": True}
+            if op == "check":
+                return self._check(Case.from_json(payload["case"]), payload["seed"])
+            if op == "time":
+                return self._time(payload)
+            raise ValueError(f"unknown command {op!r}")
+        except Exception as exc:
+            traceback.print_exc()
+            return {"ok": False, "error": _describe(exc), "traceback": traceback.format_exc()}
+
+    def _check(self, case: Case, seed: int) -> dict[str, Any]:
+        assert self.problem is not None
+        # Receive first, then compute: the judge never competes with a running candidate.
+        actual = self._receive()
+        if actual is None:
+            return {"ok": True, "skipped": True}
+        expected = self.problem.reference(**self.inputs(case, seed))
+        self.synchronize()
+        verdict = compare(expected, actual, self.problem.tolerance(case.dtype))
+        return {
+            "ok": True,
+            "verdict": {
+                "ok": verdict.ok,
+                "max_abs_err": verdict.max_abs_err,
+                "max_rel_err": verdict.max_rel_err,
+                "message": verdict.message,
+            },
+        }
+
+    def _receive(self) -> Any:
+        """The candidate's outputs, or None when it failed before producing any."""
+        try:
+            header = json.loads(self.setup.peer.recv_bytes(MAX_HEADER_BYTES))
+        except (EOFError, OSError):
+            return None
+        if not isinstance(header, dict) or not header.get("ok"):
+            return None
+        if header.get("kind") == "other":
+            return ForeignValue(str(header.get("type", "?")))
+        payload = self.setup.peer.recv_bytes(MAX_OUTPUT_BYTES)
+        tensors = torch.load(io.BytesIO(payload), map_location=self.device, weights_only=True)
+        types = header.get("types")
+        if not (
+            isinstance(tensors, list)
+            and isinstance(types, list)
+            and len(tensors) == len(types)
+            and all(isinstance(t, torch.Tensor) for t in tensors)
+        ):
+            return ForeignValue("malformed output")
+        items = [
+            t if kind == "Tensor" else ForeignValue(str(kind))
+            for t, kind in zip(tensors, types, strict=True)
+        ]
+        return items[0] if header.get("kind") == "tensor" else tuple(items)
+
+    def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
+        assert self.problem is not None
+        case = Case.from_json(payload["case"])
+        inputs = [self.inputs(case, seed) for seed in payload["seeds"]]
+        times, _ = time_calls(
+            self.problem.reference,
+            inputs,
+            warmup=payload["warmup"],
+            iters=payload["iters"],
+            device=self.device,
+        )
+        return {"ok": True, "times_us": times}
+
+
+class _Candidate(_Worker):
+    solution: Any = None
+
+    def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        phase = "import" if op == "load" else "run"
+        try:
+            if op == "load":
+                return self._load(payload)
+            if op == "run":
+                out = self._call(Case.from_json(payload["case"]), payload["seed"])
+                self._ship(out)
+                return {"ok": True}
+            if op == "time":
+                return self._time(payload)
+            raise ValueError(f"unknown command {op!r}")
+        except BaseException as exc:  # SystemExit from a solution is its failure, not ours
+            traceback.print_exc()
+            if op != "load":
+                self._ship_failure()
+            return {
+                "ok": False,
+                "phase": phase,
+                "error": _describe(exc),
+                "traceback": traceback.format_exc(),
+            }
+
+    def _load(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.problem = payload["problem"]
+        path = Path(payload["path"])
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))  # so that `import _helper` works
+        spec = importlib.util.spec_from_file_location(payload["module"], path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path.name}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[payload["module"]] = module
+        spec.loader.exec_module(module)
+        solution = getattr(module, "solution", None)
+        if not callable(solution):
+            raise TypeError(f"{path.name} defines no callable solution")
+        self.solution = solution
+        return {"ok": True}
+
+    def _call(self, case: Case, seed: int) -> Any:
+        out = self.solution(**self.inputs(case, seed))
+        self.synchronize()
+        return out
+
+    def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
+        case = Case.from_json(payload["case"])
+        inputs = [self.inputs(case, seed) for seed in payload["seeds"]]
+        times, out = time_calls(
+            self.solution,
+            inputs,
+            warmup=payload["warmup"],
+            iters=payload["iters"],
+            device=self.device,
+        )
+        self._ship(out)
+        return {"ok": True, "times_us": times}
+
+    def _ship(self, out: Any) -> None:
+        peer = self.setup.peer
+        if isinstance(out, torch.Tensor):
+            kind, items = "tensor", [out]
+        elif isinstance(out, (tuple, list)):
+            kind, items = "tuple", list(out)
+        else:
+            peer.send_bytes(_json({"ok": True, "kind": "other", "type": type(out).__name__}))
+            return
+        types = ["Tensor" if isinstance(x, torch.Tensor) else type(x).__name__ for x in items]
+        # clone(): a view would otherwise ship its whole storage.
+        tensors = [
+            x.detach().cpu().clone() if isinstance(x, torch.Tensor) else torch.empty(0)
+            for x in items
+        ]
+        buf = io.BytesIO()
+        torch.save(tensors, buf)
+        peer.send_bytes(_json({"ok": True, "kind": kind, "types": types}))
+        peer.send_bytes(buf.getvalue())
+
+    def _ship_failure(self) -> None:
+        with contextlib.suppress(OSError):
+            self.setup.peer.send_bytes(_json({"ok": False}))
+
+
+def _init_distributed(setup: RankSetup) -> torch.device:
+    kwargs: dict[str, Any] = {}
+    if setup.backend == "nccl":
+        device = torch.device("cuda", setup.rank)
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        setup.backend,
+        init_method=f"file://{setup.rendezvous}",
+        rank=setup.rank,
+        world_size=setup.world_size,
+        timeout=COLLECTIVE_TIMEOUT,
+        **kwargs,
+    )
+    return device
+
+
+def _die_with_parent() -> None:
+    # If the evaluator itself is killed (Celery's hard time limit), its ranks follow.
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _redirect_output(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _json(data: dict[str, Any]) -> bytes:
+    return json.dumps(data).encode("utf-8")
+
+
+def _reply(conn: Connection, data: dict[str, Any]) -> None:
+    conn.send_bytes(_json(data))

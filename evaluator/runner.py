@@ -1,0 +1,541 @@
+"""Evaluates a bundle: the trusted orchestration around the two pools of rank processes.
+
+One judge pool and one candidate pool of W ranks each live for the whole bundle and are
+reused across problems and trials; they are restarted only after a failure that may have
+left them wedged (a timeout, a crash, an error inside a collective). The seed secret stays
+in this process: ranks get derived trial seeds only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import multiprocessing
+import os
+import platform
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator.bundle import Bundle
+from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, cap_log
+from evaluator.pool import PoolTimeout, RankDied, RankPool, Reply, gather
+from evaluator.profiles import HardwareProfile
+from evaluator.ranks import RankSetup, candidate_main, judge_main
+from evaluator.seeds import trial_seed
+from evaluator.settings import Settings
+from evaluator.timing import TimingSummary, last_input_index, summarize
+from problems.registry import all_problems
+from problems.spec import Case, Problem
+
+log = logging.getLogger(__name__)
+
+POOL_START_TIMEOUT_S = 180.0
+# Reference timings of this process, keyed by everything the time depends on.
+REFERENCE_TIMES: dict[tuple[Any, ...], TimingSummary] = {}
+
+Progress = Callable[[int, int, str], None]
+
+
+class EvaluatorError(RuntimeError):
+    """The host cannot evaluate at all (no GPUs, ranks that never start): not the bundle's fault."""
+
+
+def evaluate_bundle(
+    bundle: Bundle,
+    *,
+    slugs: list[str],
+    profile: HardwareProfile,
+    settings: Settings,
+    evaluation_id: str,
+    on_progress: Progress | None = None,
+    problems: Mapping[str, Problem] | None = None,
+) -> tuple[list[ProblemResult], dict[str, Any]]:
+    """Judge the bundle's solutions of `slugs`, in that order, on `profile`'s ranks.
+
+    `problems` replaces the repository's catalog (tests, unpublished problems). A crash or
+    hang of bundle code is a result; only a broken host raises (EvaluatorError).
+    """
+    catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
+    _check_host(profile)
+    environment = environment_fingerprint(profile)
+    scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
+    pools = _Pools(profile=profile, scratch=scratch)
+    try:
+        bundle.write_to(scratch / "bundle")
+        results = []
+        for done, slug in enumerate(slugs):
+            if on_progress:
+                on_progress(done, len(slugs), slug)
+            run = _ProblemRun(
+                slug=slug,
+                problem=catalog.get(slug),
+                bundle=bundle,
+                pools=pools,
+                profile=profile,
+                settings=settings,
+                evaluation_id=evaluation_id,
+            )
+            results.append(run.evaluate())
+        if on_progress:
+            on_progress(len(slugs), len(slugs), "")
+        return results, environment
+    finally:
+        pools.stop()
+        if settings.keep_scratch:
+            log.info("kept scratch directory %s", scratch)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def cases_for(problem: Problem, kind: str, settings: Settings) -> tuple[Case, ...]:
+    """The cases of `kind` ("dev" or "eval"); a host's private eval cases replace the demo."""
+    if kind == "eval" and settings.eval_cases is not None:
+        if problem.slug in settings.eval_cases:
+            return settings.eval_cases[problem.slug]
+        log.warning("PKB_EVAL_CASES_FILE has no cases for %s; using the demo set", problem.slug)
+    return problem.cases(kind)
+
+
+def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "backend": profile.backend,
+        "world_size": profile.world_size,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": _cpu_model(),
+    }
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["gpu_count"] = torch.cuda.device_count()
+        env["cuda"] = torch.version.cuda
+        with contextlib.suppress(Exception):
+            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    return env
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _check_host(profile: HardwareProfile) -> None:
+    if profile.backend != "nccl":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count < profile.world_size:
+        raise EvaluatorError(
+            f"profile {profile.name} needs {profile.world_size} CUDA GPUs; this host has {count}"
+        )
+
+
+# --- the pools -------------------------------------------------------------------------
+
+
+class _Failure(Exception):
+    """Ends a problem with a status other than PASSED."""
+
+    def __init__(
+        self,
+        status: ProblemStatus,
+        message: str,
+        *,
+        max_abs_err: float | None = None,
+        max_rel_err: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+        self.max_abs_err, self.max_rel_err = max_abs_err, max_rel_err
+
+
+class _Pools:
+    """The judge and candidate pools of one bundle, started lazily, restarted after failures."""
+
+    def __init__(self, *, profile: HardwareProfile, scratch: Path) -> None:
+        self.world_size = profile.world_size
+        self.backend = profile.backend
+        self.scratch = scratch
+        self.logs = scratch / "logs"
+        self.logs.mkdir()
+        self.ctx = multiprocessing.get_context("spawn")
+        self.judge = RankPool("judge", self.world_size)
+        self.candidate = RankPool("candidate", self.world_size)
+        self.generation = 0
+        self.step = 0
+        self.started = False
+
+    def log_path(self, rank: int) -> Path:
+        return self.logs / f"candidate-{rank}.log"
+
+    def ensure_started(self) -> None:
+        if self.started:
+            return
+        self.generation += 1
+        threads = max(1, (os.cpu_count() or 1) // self.world_size)
+        pipes = [self.ctx.Pipe(duplex=False) for _ in range(self.world_size)]
+        judge_args, candidate_args = [], []
+        for rank, (reader, writer) in enumerate(pipes):
+            common = {
+                "rank": rank,
+                "world_size": self.world_size,
+                "backend": self.backend,
+                "threads": threads,
+            }
+            judge_args.append(
+                (RankSetup(**common, rendezvous=self._rendezvous("judge"), peer=reader),)
+            )
+            candidate_args.append(
+                (
+                    RankSetup(
+                        **common,
+                        rendezvous=self._rendezvous("candidate"),
+                        peer=writer,
+                        log_path=str(self.log_path(rank)),
+                    ),
+                )
+            )
+        try:
+            self.judge.launch(self.ctx, judge_main, judge_args)
+            self.candidate.launch(self.ctx, candidate_main, candidate_args)
+        finally:
+            for reader, writer in pipes:  # the ranks hold their own ends now
+                reader.close()
+                writer.close()
+        try:
+            replies = gather([self.judge, self.candidate], 0, POOL_START_TIMEOUT_S)
+        except (RankDied, PoolTimeout) as exc:
+            self.kill()
+            raise EvaluatorError(f"rank processes did not start: {exc}") from exc
+        self.judge.note_ready(replies)
+        self.candidate.note_ready(replies)
+        self.started = True
+        log.info(
+            "started %d judge and %d candidate ranks (%s)",
+            self.world_size,
+            self.world_size,
+            self.backend,
+        )
+
+    def _rendezvous(self, kind: str) -> str:
+        return str(self.scratch / f"rendezvous-{kind}-{self.generation}")
+
+    def command(
+        self,
+        *,
+        judge: tuple[str, Any] | None = None,
+        candidate: tuple[str, Any] | None = None,
+        timeout_s: float,
+    ) -> list[Reply]:
+        """Send one command to every rank of the named pools and wait for all the answers.
+
+        An error from any rank ends the wait at once: its peers are likely stuck inside a
+        collective, so waiting for the deadline would only waste it.
+        """
+        self.step += 1
+        pools = []
+        for pool, order in ((self.judge, judge), (self.candidate, candidate)):
+            if order is not None:
+                pool.send(order[0], self.step, order[1])
+                pools.append(pool)
+        return gather(
+            pools, self.step, timeout_s, decisive=lambda reply: not reply.data.get("ok", False)
+        )
+
+    def kill(self) -> None:
+        self.candidate.kill()
+        self.judge.kill()
+        self.started = False
+
+    def stop(self) -> None:
+        if self.started:
+            self.candidate.stop()
+            self.judge.stop()
+        else:
+            self.kill()
+        self.started = False
+
+    def log_marks(self) -> list[int]:
+        return [_size(self.log_path(rank)) for rank in range(self.world_size)]
+
+    def logs_since(self, marks: list[int]) -> str:
+        parts = []
+        for rank, mark in enumerate(marks):
+            text = _read_from(self.log_path(rank), mark)
+            if text.strip():
+                parts.append(f"--- rank {rank} ---\n{text.rstrip()}\n")
+        return cap_log("".join(parts))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """The log written after `offset`; only its head and tail when it is long."""
+    size = _size(path)
+    if size <= offset:
+        return ""
+    limit = 64 * 1024
+    with open(path, "rb") as f:
+        f.seek(offset)
+        if size - offset <= 2 * limit:
+            data = f.read()
+        else:
+            head = f.read(limit)
+            f.seek(size - limit)
+            data = head + b"\n...\n" + f.read(limit)
+    return data.decode("utf-8", "replace")
+
+
+# --- one problem -----------------------------------------------------------------------
+
+
+@dataclass
+class _ProblemRun:
+    slug: str
+    problem: Problem | None
+    bundle: Bundle
+    pools: _Pools
+    profile: HardwareProfile
+    settings: Settings
+    evaluation_id: str
+    deadline: float = 0.0
+    result: ProblemResult = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.result = ProblemResult(
+            slug=self.slug, status=ProblemStatus.PASSED, world_size=self.profile.world_size
+        )
+
+    @property
+    def filename(self) -> str:
+        return self.bundle.solutions[self.slug]
+
+    def evaluate(self) -> ProblemResult:
+        reason = self._why_not_run()
+        if reason:
+            self.result.status, self.result.message = ProblemStatus.NOT_RUN, reason
+            return self.result
+        assert self.problem is not None
+        self.pools.ensure_started()
+        marks = self.pools.log_marks()
+        self.deadline = time.monotonic() + self.settings.problem_timeout_s
+        try:
+            self._load()
+            for case in cases_for(self.problem, self.profile.case_kind, self.settings):
+                self._evaluate_case(case)
+            self._summarize()
+        except _Failure as failure:
+            self.result.status, self.result.message = failure.status, failure.message
+            self.result.max_abs_err = _finite(failure.max_abs_err)
+            self.result.max_rel_err = _finite(failure.max_rel_err)
+        finally:
+            self.result.log = self.pools.logs_since(marks)
+            for case in self.result.cases:
+                case.max_abs_err = _finite(case.max_abs_err)
+                case.max_rel_err = _finite(case.max_rel_err)
+        log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
+        return self.result
+
+    def _why_not_run(self) -> str:
+        if self.problem is None:
+            return f"unknown problem {self.slug!r} on this host"
+        if self.slug not in self.bundle.solutions:
+            return f"no {self.slug}.py in the bundle"
+        if self.profile.world_size not in self.problem.world_sizes:
+            sizes = ", ".join(map(str, self.problem.world_sizes))
+            return f"{self.slug} runs on {sizes} ranks, not {self.profile.world_size}"
+        return ""
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _command(self, **orders: tuple[str, Any]) -> list[Reply]:
+        """Run one command; every way it can go wrong becomes a _Failure."""
+        try:
+            replies = self.pools.command(**orders, timeout_s=self._remaining())
+        except PoolTimeout as exc:
+            self.pools.kill()
+            wrong = self._wrong_answers(exc.replies)
+            if wrong:
+                raise wrong from None
+            raise _Failure(
+                ProblemStatus.TIMEOUT,
+                f"no answer within {self.settings.problem_timeout_s:g} s; rank processes killed",
+            ) from None
+        except RankDied as exc:
+            self.pools.kill()
+            who = "rank" if exc.kind == "candidate" else "the judge's rank"
+            raise _Failure(ProblemStatus.RUNTIME_ERROR, f"{who} {exc.rank} {exc.how}") from None
+        for reply in replies:
+            if not reply.data.get("ok", False):
+                self.pools.kill()
+                raise self._error(reply)
+        return replies
+
+    def _error(self, reply: Reply) -> _Failure:
+        error = str(reply.data.get("error", "unknown error"))[:500]
+        if reply.kind == "judge":
+            log.error("judge rank %d failed on %s: %s", reply.rank, self.slug, reply.data)
+            return _Failure(
+                ProblemStatus.RUNTIME_ERROR,
+                f"the judge failed on rank {reply.rank} ({error}); is the output malformed?",
+            )
+        if reply.data.get("phase") == "import":
+            return _Failure(
+                ProblemStatus.COMPILE_ERROR, f"{self.filename} failed to import: {error}"
+            )
+        return _Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} raised {error}")
+
+    def _load(self) -> None:
+        module = "pkb_solution_" + "".join(c if c.isalnum() else "_" for c in self.slug)
+        path = self.pools.scratch / "bundle" / self.filename
+        self._command(
+            judge=("load", {"problem": self.problem}),
+            candidate=("load", {"problem": self.problem, "path": str(path), "module": module}),
+        )
+
+    def _seed(self, case: Case, *parts: object) -> int:
+        return trial_seed(
+            self.settings.seed_secret, self.evaluation_id, self.slug, case.name, *parts
+        )
+
+    def _evaluate_case(self, case: Case) -> None:
+        assert self.problem is not None
+        result = CaseResult(
+            case=case.name,
+            dtype=case.dtype,
+            passed=False,
+            bytes_moved=self.problem.bytes_moved(case, self.profile.world_size),
+        )
+        self.result.cases.append(result)
+        for trial in range(self.settings.trials):
+            seed = self._seed(case, "trial", trial)
+            order = {"case": case.to_json(), "seed": seed}
+            replies = self._command(judge=("check", order), candidate=("run", order))
+            self._judged(replies, case, result, timed=False)
+        timing = self._time_candidate(case, result)
+        result.time_us, result.time_spread_us = timing.median_us, timing.spread_us
+        result.iterations = timing.iterations
+        result.ref_time_us = self._reference_time(case).median_us
+        result.passed = True
+
+    def _judged(self, replies: list[Reply], case: Case, result: CaseResult, *, timed: bool) -> None:
+        verdicts = [r for r in replies if r.kind == "judge"]
+        for reply in verdicts:
+            verdict = reply.data.get("verdict") or {}
+            result.max_abs_err = _max(result.max_abs_err, verdict.get("max_abs_err"))
+            result.max_rel_err = _max(result.max_rel_err, verdict.get("max_rel_err"))
+        wrong = self._wrong_answers(replies, case=case, timed=timed)
+        if wrong:
+            raise wrong
+
+    def _wrong_answers(
+        self, replies: list[Reply], *, case: Case | None = None, timed: bool = False
+    ) -> _Failure | None:
+        failed = sorted(
+            (
+                r
+                for r in replies
+                if r.kind == "judge" and not (r.data.get("verdict") or {"ok": True})["ok"]
+            ),
+            key=lambda r: r.rank,
+        )
+        if not failed:
+            return None
+        verdict = failed[0].data["verdict"]
+        where = f"rank {failed[0].rank}"
+        if case is not None:
+            where += f", case {case.name} ({case.dtype})"
+        if timed:
+            where += ", last timed run (inputs are reused across timed runs: do not modify them)"
+        worst = [r.data["verdict"] for r in failed]
+        return _Failure(
+            ProblemStatus.WRONG_ANSWER,
+            f"{where}: {verdict.get('message', '')}",
+            max_abs_err=max(_num(v.get("max_abs_err")) for v in worst),
+            max_rel_err=max(_num(v.get("max_rel_err")) for v in worst),
+        )
+
+    def _timing_order(self, case: Case) -> dict[str, Any]:
+        seeds = [self._seed(case, "timing", k) for k in range(self.settings.rotation)]
+        return {
+            "case": case.to_json(),
+            "seeds": seeds,
+            "warmup": self.settings.warmup,
+            "iters": self.settings.iters,
+        }
+
+    def _time_candidate(self, case: Case, result: CaseResult) -> TimingSummary:
+        order = self._timing_order(case)
+        last = last_input_index(
+            warmup=self.settings.warmup, iters=self.settings.iters, rotation=self.settings.rotation
+        )
+        check = {"case": case.to_json(), "seed": order["seeds"][last]}
+        replies = self._command(judge=("check", check), candidate=("time", order))
+        self._judged(replies, case, result, timed=True)
+        return summarize([r.data["times_us"] for r in replies if r.kind == "candidate"])
+
+    def _reference_time(self, case: Case) -> TimingSummary:
+        assert self.problem is not None
+        key = (
+            self.problem.version,
+            case.name,
+            case.dtype,
+            tuple(sorted(case.params.items())),
+            self.profile.world_size,
+            self.profile.backend,
+            torch.__version__,
+            socket.gethostname(),
+        )
+        cached = REFERENCE_TIMES.get(key)
+        if cached is not None:
+            return cached
+        began = time.monotonic()
+        # The reference's time is not the candidate's: give the deadline back afterwards.
+        self.deadline = max(self.deadline, began + self.settings.problem_timeout_s)
+        replies = self._command(judge=("time", self._timing_order(case)))
+        self.deadline += time.monotonic() - began
+        summary = summarize([r.data["times_us"] for r in replies])
+        REFERENCE_TIMES[key] = summary
+        return summary
+
+    def _summarize(self) -> None:
+        cases = self.result.cases
+        self.result.time_us = sum(c.time_us or 0.0 for c in cases)
+        self.result.ref_time_us = sum(c.ref_time_us or 0.0 for c in cases)
+        ratios = [c.ref_time_us / c.time_us for c in cases if c.time_us and c.ref_time_us]
+        if ratios and len(ratios) == len(cases):
+            self.result.speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
+        self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.inf
+
+
+def _max(current: float | None, new: Any) -> float | None:
+    if not isinstance(new, (int, float)):
+        return current
+    return float(new) if current is None else max(current, float(new))
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no Infinity or NaN; "unbounded" is shown by the message instead.
+    return value if value is not None and math.isfinite(value) else None
