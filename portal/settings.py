@@ -63,11 +63,14 @@ def envlist(name: str, default: str) -> list[str]:
 
 
 DEBUG = envbool("PKB_DEBUG", False)
+# pytest (>= 8.2) sets PYTEST_VERSION for its run and every process it starts. Tests run
+# with production settings except for two things they cannot have: a secret and a
+# collectstatic manifest.
+TESTING = bool(os.environ.get("PYTEST_VERSION"))
 
 SECRET_KEY = envstr("PKB_SECRET_KEY")
 if not SECRET_KEY:
-    # pytest (>= 8.2) sets PYTEST_VERSION for its run and the processes it starts.
-    if not (DEBUG or os.environ.get("PYTEST_VERSION")):
+    if not (DEBUG or TESTING):
         raise ImproperlyConfigured("PKB_SECRET_KEY (or PKB_SECRET_KEY_FILE) is required")
     SECRET_KEY = "insecure-dev-and-test-key-never-use-in-production"
 
@@ -151,6 +154,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns at start-up when it is missing
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_URL = "media/"  # never served: bundles are private, read through the portal only
 MEDIA_ROOT = VAR_DIR / "media"
@@ -159,7 +163,7 @@ STORAGES = {
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
+            if DEBUG or TESTING
             else "whitenoise.storage.CompressedManifestStaticFilesStorage"
         )
     },

@@ -17,8 +17,8 @@ from portal.accounts.services import TeamError, team_create, team_join, team_lea
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("accounts:team")
-    form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = UserCreationForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.get_username()}. Create or join a team.")
@@ -28,6 +28,13 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 def _team_page(request: HttpRequest, *, create_form=None, join_form=None, status=200):
     team = team_of(request.user)
+    if team is not None and status != 200:
+        # A member's page shows no create/join forms: tell them what went wrong up top.
+        for form in (create_form, join_form):
+            for errors in form.errors.values() if form else []:
+                for error in errors:
+                    messages.error(request, error)
+        return redirect("accounts:team")
     context = {
         "team": team,
         "members": team_members(team) if team else [],

@@ -21,9 +21,10 @@ def submit(request: HttpRequest) -> HttpResponse:
     if team is None:
         messages.info(request, "Create or join a team first: submissions count for a team.")
         return redirect("accounts:team")
-    form = SubmissionForm(request.POST or None, request.FILES or None)
+    form = SubmissionForm()
     status = 200
     if request.method == "POST":
+        form = SubmissionForm(request.POST, request.FILES)
         if form.is_valid():
             try:
                 submission = submission_create(

@@ -43,11 +43,19 @@ def _read_upload(upload: UploadedFile) -> bytes:
 
 def _read_checked_bundle(filename: str, data: bytes) -> Bundle:
     statuses = dict(Problem.objects.values_list("slug", "status"))
+    published = {slug for slug, status in statuses.items() if status == Problem.Status.PUBLISHED}
     try:
+        # Every known slug, so that a hidden or retired one gets its own message below.
         bundle = read_bundle(filename, data, known_slugs=set(statuses))
     except BundleError as exc:
+        # The message may list the known problems: say it again over the published ones
+        # only, so that an error never names an unpublished problem.
+        try:
+            read_bundle(filename, data, known_slugs=published)
+        except BundleError as public:
+            raise SubmissionError(str(public)) from exc
         raise SubmissionError(str(exc)) from exc
-    closed = sorted(slug for slug in bundle.solutions if statuses[slug] != Problem.Status.PUBLISHED)
+    closed = sorted(set(bundle.solutions) - published)
     if closed:
         raise SubmissionError(
             f"Not open for submissions: {', '.join(closed)}. Remove "

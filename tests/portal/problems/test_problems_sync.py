@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+from django.core.management import call_command
+
+from portal.problems.models import Category, Problem
+from portal.problems.services import problems_set_status, problems_sync
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass(frozen=True)
+class FakeSpec:
+    """What problems_sync reads of a catalog Problem."""
+
+    slug: str
+    title: str = "All-reduce"
+    category: str = "collective"
+    description: str = "Sum over ranks."
+    signature: str = "solution(x: torch.Tensor) -> torch.Tensor"
+    reference_source: str = "def solution(x): ..."
+    world_sizes: tuple[int, ...] = (2, 4, 8)
+    dtypes: tuple[str, ...] = ("float32",)
+    version: str = "v1"
+
+
+def test_it_creates_new_problems_published():
+    report = problems_sync(catalog=[FakeSpec("all-reduce"), FakeSpec("all-gather")])
+    assert report.created == ["all-reduce", "all-gather"]
+    problem = Problem.objects.get(slug="all-reduce")
+    assert problem.status == Problem.Status.PUBLISHED
+    assert problem.version == 1
+    assert problem.world_sizes == [2, 4, 8]
+    assert problem.dtypes == ["float32"]
+
+
+def test_it_is_idempotent():
+    catalog = [FakeSpec("all-reduce"), FakeSpec("all-gather")]
+    problems_sync(catalog=catalog)
+    before = list(Problem.objects.values())
+    report = problems_sync(catalog=catalog)
+    assert report.created == report.updated == report.retired == []
+    assert report.unchanged == ["all-reduce", "all-gather"]
+    assert list(Problem.objects.values()) == before
+
+
+def test_it_bumps_the_version_when_the_code_changes():
+    spec = FakeSpec("all-reduce")
+    problems_sync(catalog=[spec])
+    report = problems_sync(catalog=[replace(spec, version="v2", title="All-reduce (sum)")])
+    assert report.bumped == ["all-reduce"]
+    problem = Problem.objects.get(slug="all-reduce")
+    assert (problem.version, problem.code_version, problem.title) == (2, "v2", "All-reduce (sum)")
+
+
+def test_metadata_changes_do_not_bump_the_version():
+    spec = FakeSpec("all-reduce")
+    problems_sync(catalog=[spec])
+    report = problems_sync(catalog=[replace(spec, description="Clearer words.")])
+    assert report.updated == ["all-reduce"] and report.bumped == []
+    assert Problem.objects.get(slug="all-reduce").version == 1
+
+
+def test_it_keeps_what_admins_curate():
+    problems_sync(catalog=[FakeSpec("all-reduce")])
+    Problem.objects.filter(slug="all-reduce").update(status=Problem.Status.HIDDEN, weight=2.0)
+    problems_sync(catalog=[FakeSpec("all-reduce", version="v2")])
+    problem = Problem.objects.get(slug="all-reduce")
+    assert (problem.status, problem.weight) == (Problem.Status.HIDDEN, 2.0)
+
+
+def test_it_retires_problems_gone_from_the_catalog():
+    problems_sync(catalog=[FakeSpec("all-reduce"), FakeSpec("gone")])
+    report = problems_sync(catalog=[FakeSpec("all-reduce")])
+    assert report.retired == ["gone"]
+    assert Problem.objects.get(slug="gone").status == Problem.Status.RETIRED
+    assert problems_sync(catalog=[FakeSpec("all-reduce")]).retired == []
+
+
+def test_the_command_mirrors_the_real_catalog(capsys):
+    import problems as catalog
+
+    call_command("sync_problems")
+    slugs = {p.slug for p in catalog.all_problems()}
+    assert set(Problem.objects.values_list("slug", flat=True)) == slugs
+    assert "created" in capsys.readouterr().out
+    reference = Problem.objects.get(slug="all-reduce")
+    assert "def solution" in reference.reference_source
+    assert reference.signature.startswith("solution(")
+
+
+def test_the_category_choices_mirror_the_catalog():
+    from problems.spec import Category as SpecCategory
+
+    assert [(c.value, c.label) for c in SpecCategory] == Category.choices
+
+
+def test_admins_set_the_status_through_the_service(problems):
+    changed = problems_set_status(
+        problems=Problem.objects.filter(slug__in=["all-reduce", "secret-op"]),
+        status=Problem.Status.HIDDEN,
+    )
+    assert changed == 1  # secret-op was hidden already
+    assert Problem.objects.get(slug="all-reduce").status == Problem.Status.HIDDEN

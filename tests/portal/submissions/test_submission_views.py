@@ -1,0 +1,234 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from portal.submissions.models import ProblemResult, Submission
+from tests.portal.bundles import solving, upload, zip_bundle
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory
+
+pytestmark = pytest.mark.django_db
+
+SUBMIT_URL = reverse("submissions:submit")
+
+
+def detail_url(pk: int) -> str:
+    return reverse("submissions:detail", args=[pk])
+
+
+def status_url(pk: int) -> str:
+    return reverse("submissions:status", args=[pk])
+
+
+@pytest.fixture
+def submission(alice, team, problems):
+    return SubmissionFactory(
+        team=team, user=alice, problems=["all-reduce", "all-gather", "tp-linear"]
+    )
+
+
+# --- the upload form --------------------------------------------------------------------
+
+
+def test_the_form_shows_the_teams_recent_submissions(client, bob, submission, charlie):
+    other = SubmissionFactory(team=charlie.membership.team, user=charlie, bundle_name="c.zip")
+    client.force_login(bob)
+    response = client.get(SUBMIT_URL)
+    assert response.status_code == 200
+    assert list(response.context["submissions"]) == [submission]
+    assert other.bundle_name not in response.content.decode()
+
+
+def test_uploading_a_bundle_redirects_to_its_page(
+    client, alice, problems, sent, django_capture_on_commit_callbacks
+):
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(SUBMIT_URL, {"bundle": upload(solving("all-reduce"))})
+    submission = Submission.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == detail_url(submission.pk)
+    assert len(sent) == 1
+
+
+def test_a_bad_bundle_is_shown_in_the_form_and_nothing_is_kept(client, alice, problems, sent):
+    client.force_login(alice)
+    bad = upload(zip_bundle({"all-reduce.py": "def solution(:\n"}))
+    response = client.post(SUBMIT_URL, {"bundle": bad})
+    assert response.status_code == 400
+    assert "all-reduce.py line 1" in response.content.decode()
+    assert not Submission.objects.exists()
+    media = Path(settings.MEDIA_ROOT)
+    assert not media.exists() or not any(p.is_file() for p in media.rglob("*"))
+    assert sent == []
+
+
+def test_a_missing_file_is_a_form_error(client, alice, problems):
+    client.force_login(alice)
+    response = client.post(SUBMIT_URL, {})
+    assert response.status_code == 400
+    assert "This field is required" in response.content.decode()
+
+
+def test_a_user_without_a_team_is_sent_to_the_team_page(client, dana):
+    client.force_login(dana)
+    response = client.get(SUBMIT_URL, follow=True)
+    assert response.redirect_chain == [(reverse("accounts:team"), 302)]
+    assert "Create or join a team first" in response.content.decode()
+
+
+def test_the_form_requires_login(client):
+    response = client.get(SUBMIT_URL)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_the_form_rejects_wrong_method(client, alice):
+    client.force_login(alice)
+    assert client.put(SUBMIT_URL).status_code == 405
+
+
+# --- the submission page ------------------------------------------------------------------
+
+
+def test_a_queued_submission_polls_for_its_status(client, alice, submission):
+    client.force_login(alice)
+    page = client.get(detail_url(submission.pk)).content.decode()
+    assert f'hx-get="{status_url(submission.pk)}"' in page
+    assert 'hx-trigger="every 2s"' in page and 'hx-swap="outerHTML"' in page
+    assert '<noscript><meta http-equiv="refresh" content="5"></noscript>' in page
+    assert "vendor/htmx.min.js" in page
+    assert "Queued" in page
+
+
+def test_a_running_submission_shows_its_progress(client, alice, submission):
+    Submission.objects.filter(pk=submission.pk).update(
+        status="running", progress_done=1, progress_total=3, current_problem="all-gather"
+    )
+    client.force_login(alice)
+    page = client.get(status_url(submission.pk)).content.decode()
+    assert "1 / 3 problems, now: <strong>all-gather</strong>" in page
+    assert "hx-get" in page
+
+
+def test_the_page_renders_every_kind_of_result(client, bob, submission, problems):
+    Submission.objects.filter(pk=submission.pk).update(status="done")
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["all-reduce"],
+        speedup=1.25,
+        time_us=812.5,
+        ref_time_us=1015.6,
+    )
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["all-gather"],
+        status=ProblemResult.Status.WRONG_ANSWER,
+        message="rank 1: 12 elements differ",
+        max_abs_err=0.25,
+        max_rel_err=0.0125,
+        speedup=None,
+        time_us=None,
+    )
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["tp-linear"],
+        status=ProblemResult.Status.RUNTIME_ERROR,
+        message="RuntimeError on rank 0",
+        log="Traceback (most recent call last):\n  boom",
+        speedup=None,
+        time_us=None,
+        max_abs_err=None,
+        max_rel_err=None,
+    )
+    client.force_login(bob)
+    page = client.get(detail_url(submission.pk)).content.decode()
+    assert "Passed" in page and "1.25×" in page and "812.5 µs" in page and "1.02 ms" in page
+    assert "Wrong answer" in page and "rank 1: 12 elements differ" in page
+    assert "2.50e-01 / 1.25e-02" in page
+    assert "Runtime error" in page and "RuntimeError on rank 0" in page
+    assert "<details><summary>Log of tp-linear</summary>" in page and "boom" in page
+    assert "hx-get" not in page and "refresh" not in page
+
+
+def test_a_timeout_and_a_failed_submission_say_why(client, alice, submission, problems):
+    Submission.objects.filter(pk=submission.pk).update(
+        status="failed", reason="evaluation stalled 3 times (last host gpu-2)"
+    )
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["all-reduce"],
+        status=ProblemResult.Status.TIMEOUT,
+        message="no answer after 60 s",
+        speedup=None,
+    )
+    client.force_login(alice)
+    page = client.get(detail_url(submission.pk)).content.decode()
+    assert "Timeout" in page and "no answer after 60 s" in page
+    assert "evaluation stalled 3 times (last host gpu-2)" in page
+    assert "no result" in page  # the problems that got none
+
+
+def test_the_partial_stops_polling_once_done(client, alice, submission):
+    client.force_login(alice)
+    assert "hx-get" in client.get(status_url(submission.pk)).content.decode()
+    Submission.objects.filter(pk=submission.pk).update(status="done")
+    partial = client.get(status_url(submission.pk)).content.decode()
+    assert partial.startswith('<section id="submission-status"')
+    assert "hx-get" not in partial and "hx-trigger" not in partial
+    assert "<html" not in partial
+
+
+def test_staff_may_see_any_submission(client, admin, submission):
+    client.force_login(admin)
+    assert client.get(detail_url(submission.pk)).status_code == 200
+
+
+@pytest.mark.parametrize("url", [detail_url, status_url])
+def test_the_pages_require_login(client, submission, url):
+    response = client.get(url(submission.pk))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("url", [detail_url, status_url])
+def test_other_teams_get_a_404(client, charlie, dana, submission, url):
+    for outsider in (charlie, dana):
+        client.force_login(outsider)
+        assert client.get(url(submission.pk)).status_code == 404
+
+
+@pytest.mark.parametrize("url", [detail_url, status_url])
+def test_the_pages_reject_wrong_method(client, alice, submission, url):
+    client.force_login(alice)
+    assert client.post(url(submission.pk)).status_code == 405
+
+
+@pytest.mark.parametrize("url", [detail_url, status_url])
+def test_a_bad_id_is_a_404(client, alice, submission, url):
+    client.force_login(alice)
+    assert client.get(url(submission.pk + 1000)).status_code == 404
+    assert client.get(f"/submissions/{submission.pk}x/").status_code == 404
+
+
+# --- the admin ------------------------------------------------------------------------------
+
+
+def test_the_admin_requeues_and_cancels_through_the_services(
+    client, admin, submission, sent, django_capture_on_commit_callbacks
+):
+    client.force_login(admin)
+    url = reverse("admin:submissions_submission_changelist")
+    assert client.get(url, {"status__exact": "queued"}).status_code == 200
+    assert client.get(reverse("admin:submissions_submission_change", args=[submission.pk]))
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {"action": "requeue", "_selected_action": [submission.pk]})
+    submission.refresh_from_db()
+    assert submission.attempts == 2 and len(sent) == 1
+    client.post(url, {"action": "cancel", "_selected_action": [submission.pk]})
+    submission.refresh_from_db()
+    assert submission.status == Submission.Status.CANCELLED
+    assert submission.reason == "Cancelled by admin."
