@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
+from tests.portal.leaderboard.test_leaderboard_rows import submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_problems_lists_the_published_ones_in_catalog_order(client, problems):
+    response = client.get(reverse("api:problems"))
+    assert response.status_code == 200
+    assert [p["slug"] for p in response.json()] == ["all-gather", "all-reduce", "tp-linear"]
+    first = response.json()[0]
+    assert first["category"] == "collective"
+    assert first["category_label"] == "Collective primitives"
+    assert first["url"].endswith(reverse("api:problem", args=["all-gather"]))
+    assert "reference_source" not in first
+
+
+def test_a_problem_has_its_reference(client, problems):
+    response = client.get(reverse("api:problem", args=["all-reduce"]))
+    assert response.status_code == 200
+    data = response.json()
+    assert data["title"] == "All-reduce (sum)"
+    assert data["reference_source"].startswith("def solution")
+    assert data["world_sizes"] == [2, 4, 8]
+
+
+@pytest.mark.parametrize("slug", ["secret-op", "old-op", "nope"])
+def test_unpublished_and_unknown_problems_are_a_404(client, problems, slug):
+    assert client.get(reverse("api:problem", args=[slug])).status_code == 404
+
+
+def test_the_leaderboard(client, problems):
+    submit(TeamFactory(name="Ring Masters", slug="ring-masters"), {problems["all-reduce"]: 2.0})
+    data = client.get(reverse("api:leaderboard")).json()
+    assert data["profile"] == "cpu" and data["category"] is None
+    assert [c["value"] for c in data["columns"]] == ["collective", "tensor"]
+    baseline, team = data["rows"]
+    assert baseline["is_baseline"] and baseline["rank"] is None
+    assert team["rank"] == 1 and team["team"] == "Ring Masters"
+    assert team["score"] == {"solved": 1, "faster": 1, "geomean": 2.0, "total": 3}
+    assert [c["solved"] for c in team["categories"]] == [1, 0]
+
+
+def test_the_leaderboard_by_category(client, problems):
+    data = client.get(reverse("api:leaderboard"), {"category": "tensor"}).json()
+    assert data["category"] == "tensor"
+    assert [r["team"] for r in data["rows"]] == ["PyTorch + NCCL (reference)"]
+    assert client.get(reverse("api:leaderboard"), {"category": "x"}).status_code == 404
+
+
+@pytest.fixture
+def submission(alice, team, problems):
+    submission = SubmissionFactory(team=team, user=alice, done=True, problems=["all-reduce"])
+    ProblemResultFactory(submission=submission, problem=problems["all-reduce"], speedup=1.5)
+    return submission
+
+
+def test_a_team_member_reads_a_submission(client, bob, submission):
+    client.force_login(bob)
+    response = client.get(reverse("api:submission", args=[submission.pk]))
+    assert response.status_code == 200
+    data = response.json()
+    assert (data["id"], data["status"], data["team"], data["user"]) == (
+        submission.pk,
+        "done",
+        "Alice's Kernels",
+        "alice",
+    )
+    assert data["results"][0]["problem"] == "all-reduce"
+    assert data["results"][0]["speedup"] == 1.5
+
+
+def test_a_submission_requires_login(client, submission):
+    assert client.get(reverse("api:submission", args=[submission.pk])).status_code == 403
+
+
+def test_another_team_gets_a_404(client, charlie, submission):
+    client.force_login(charlie)
+    assert client.get(reverse("api:submission", args=[submission.pk])).status_code == 404
+
+
+def test_a_bad_submission_id_is_a_404(client, alice, submission):
+    client.force_login(alice)
+    assert client.get(reverse("api:submission", args=[submission.pk + 99])).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [("api:problems", []), ("api:problem", ["all-reduce"]), ("api:leaderboard", [])],
+)
+def test_the_read_api_rejects_writes(client, alice, problems, name, args):
+    assert client.post(reverse(name, args=args)).status_code == 405
+    client.force_login(alice)
+    assert client.post(reverse(name, args=args)).status_code == 405
+
+
+def test_a_submission_rejects_wrong_method(client, alice, submission):
+    client.force_login(alice)
+    assert client.delete(reverse("api:submission", args=[submission.pk])).status_code == 405

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.portal.factories import TeamFactory
+from tests.portal.leaderboard.test_leaderboard_rows import submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ranked(problems):
+    submit(TeamFactory(name="Ring Masters"), {problems["all-reduce"]: 2.0}, minutes=1)
+    submit(TeamFactory(name="Tensor Twins"), {problems["tp-linear"]: 1.5}, minutes=2)
+    return problems
+
+
+@pytest.mark.parametrize("url", ["/", "/leaderboard/"])
+def test_the_leaderboard_is_public_and_ranks_teams(client, ranked, url):
+    response = client.get(url)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.index("Ring Masters") < page.index("Tensor Twins")
+    assert "PyTorch + NCCL (reference)" in page and "baseline" in page
+    assert "2.00×" in page and "1.50×" in page
+
+
+def test_it_renders_a_column_group_per_category(client, ranked):
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert '<th colspan="3" class="group">Collective primitives</th>' in page
+    assert '<th colspan="3" class="group">Tensor parallel</th>' in page
+    assert "Expert parallel" not in page  # no published problem in it
+
+
+def test_the_category_switcher_links_and_filters(client, ranked):
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert 'href="?category=tensor"' in page and 'href="?category=collective"' in page
+    page = client.get(reverse("leaderboard:home"), {"category": "tensor"}).content.decode()
+    assert "Tensor Twins" in page and "Ring Masters" not in page
+    assert '<th colspan="3" class="group">Tensor parallel</th>' in page
+    assert "Collective primitives</th>" not in page
+
+
+def test_it_switches_profiles(client, ranked, problems):
+    submit(TeamFactory(name="Hopper Heroes"), {problems["all-reduce"]: 3.0}, profile="h200x4")
+    page = client.get(reverse("leaderboard:home"), {"profile": "h200x4"}).content.decode()
+    assert "Hopper Heroes" in page and "Ring Masters" not in page
+    assert "4x H200 (NVLink)" in page
+
+
+@pytest.mark.parametrize("query", [{"category": "nope"}, {"profile": "tpu"}])
+def test_unknown_arguments_are_a_404(client, ranked, query):
+    assert client.get(reverse("leaderboard:home"), query).status_code == 404
+
+
+def test_an_empty_site_still_renders(client, db):
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert "No problems are published yet" in page
+
+
+def test_the_leaderboard_rejects_wrong_method(client, ranked):
+    assert client.post(reverse("leaderboard:home")).status_code == 405
+
+
+def test_the_page_query_count_does_not_grow_with_teams(
+    client, problems, django_assert_max_num_queries
+):
+    for i in range(15):
+        submit(TeamFactory(), {problems["all-reduce"]: 1.0 + i})
+    with django_assert_max_num_queries(4):
+        assert client.get(reverse("leaderboard:home")).status_code == 200

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from portal.leaderboard.selectors import BASELINE_NAME, leaderboard, leaderboard_rows
+from portal.problems.models import Category
+from portal.submissions.models import ProblemResult, Submission
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = timezone.now() - timedelta(days=1)
+
+
+def submit(team, results: dict, *, minutes: int = 0, profile: str = "cpu", **kwargs):
+    """One finished submission of `team` with {problem: speedup or a failing status}."""
+    submission = SubmissionFactory(
+        team=team,
+        done=True,
+        profile=profile,
+        finished_at=T0 + timedelta(minutes=minutes),
+        problems=[p.slug for p in results],
+        **kwargs,
+    )
+    for problem, outcome in results.items():
+        if isinstance(outcome, str):
+            ProblemResultFactory(
+                submission=submission, problem=problem, status=outcome, speedup=None
+            )
+        else:
+            ProblemResultFactory(submission=submission, problem=problem, speedup=outcome)
+    return submission
+
+
+def table(rows) -> list[tuple]:
+    return [
+        (
+            r.rank,
+            r.team_name,
+            r.score.solved,
+            r.score.faster,
+            None if r.score.geomean is None else round(r.score.geomean, 4),
+        )
+        for r in rows
+    ]
+
+
+@pytest.fixture
+def p(problems):
+    return problems
+
+
+def test_teams_rank_by_solved_then_faster_then_geomean(p):
+    a, b, c, d = (TeamFactory(name=n) for n in ("A", "B", "C", "D"))
+    submit(a, {p["all-reduce"]: 0.5, p["all-gather"]: 0.5, p["tp-linear"]: 0.5})
+    submit(b, {p["all-reduce"]: 2.0, p["all-gather"]: 2.0})
+    submit(c, {p["all-reduce"]: 4.0, p["all-gather"]: 1.0})  # solved 2, faster 1
+    submit(d, {p["all-reduce"]: 1.5, p["all-gather"]: 3.0})  # solved 2, faster 2, 2.1213
+    assert table(leaderboard_rows(profile="cpu")) == [
+        (None, BASELINE_NAME, 3, 0, 1.0),
+        (1, "A", 3, 0, 0.5),
+        (2, "D", 2, 2, 2.1213),
+        (3, "B", 2, 2, 2.0),
+        (4, "C", 2, 1, 2.0),
+    ]
+
+
+def test_a_teams_best_result_per_problem_counts(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["all-reduce"]: 1.2, p["all-gather"]: "wrong_answer"}, minutes=1)
+    submit(team, {p["all-reduce"]: 0.8, p["all-gather"]: 3.0}, minutes=2)
+    submit(team, {p["all-reduce"]: "runtime_error", p["all-gather"]: "timeout"}, minutes=3)
+    [_, row] = leaderboard_rows(profile="cpu")
+    assert (row.score.solved, row.score.faster) == (2, 2)
+    assert row.score.geomean == pytest.approx((1.2 * 3.0) ** 0.5)
+    assert row.reached_at == T0 + timedelta(minutes=2)
+
+
+def test_only_passed_results_of_finished_submissions_count(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["all-reduce"]: "wrong_answer"})
+    for status in (Submission.Status.RUNNING, Submission.Status.CANCELLED):
+        s = SubmissionFactory(team=team, status=status)
+        ProblemResultFactory(submission=s, problem=p["all-gather"], speedup=5.0)
+    assert [r.team_name for r in leaderboard_rows(profile="cpu")] == [BASELINE_NAME]
+
+
+def test_a_tie_goes_to_the_team_that_got_there_first(p):
+    late, early = TeamFactory(name="Late"), TeamFactory(name="Early")
+    submit(late, {p["all-reduce"]: 2.0}, minutes=10)
+    submit(early, {p["all-reduce"]: 1.0}, minutes=1)
+    submit(early, {p["all-reduce"]: 2.0}, minutes=5)  # its last improvement
+    submit(early, {p["all-reduce"]: 2.0}, minutes=20)  # equal, not an improvement
+    rows = leaderboard_rows(profile="cpu")
+    assert [(r.rank, r.team_name) for r in rows[1:]] == [(1, "Early"), (2, "Late")]
+    assert rows[1].reached_at == T0 + timedelta(minutes=5)
+
+
+def test_the_baseline_row_solves_everything_at_speedup_one(p):
+    [baseline] = leaderboard_rows(profile="cpu")
+    assert baseline.is_baseline and baseline.rank is None
+    assert (baseline.score.solved, baseline.score.total, baseline.score.geomean) == (3, 3, 1.0)
+    assert [(s.solved, s.geomean) for s in baseline.categories] == [(2, 1.0), (1, 1.0)]
+
+
+def test_a_team_faster_everywhere_ranks_above_the_baseline(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["all-reduce"]: 2.0, p["all-gather"]: 2.0, p["tp-linear"]: 2.0})
+    assert [r.team_name for r in leaderboard_rows(profile="cpu")] == ["A", BASELINE_NAME]
+
+
+def test_other_profiles_results_are_excluded(p):
+    submit(TeamFactory(name="CPU team"), {p["all-reduce"]: 1.0})
+    submit(TeamFactory(name="GPU team"), {p["all-reduce"]: 9.0}, profile="h200x4")
+    assert [r.team_name for r in leaderboard_rows(profile="cpu")[1:]] == ["CPU team"]
+    assert [r.team_name for r in leaderboard_rows(profile="h200x4")[1:]] == ["GPU team"]
+
+
+def test_hidden_and_retired_problems_do_not_count(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["secret-op"]: 5.0, p["old-op"]: 5.0, p["all-reduce"]: 1.0})
+    [_, row] = leaderboard_rows(profile="cpu")
+    assert (row.score.solved, row.score.total, row.score.geomean) == (1, 3, 1.0)
+
+
+def test_scores_per_category_fill_their_column_groups(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["all-reduce"]: 2.0, p["tp-linear"]: 0.5})
+    board = leaderboard(profile="cpu")
+    assert [(c.value, c.label, c.total) for c in board.columns] == [
+        ("collective", "Collective primitives", 2),
+        ("tensor", "Tensor parallel", 1),
+    ]
+    row = board.rows[1]
+    assert [(s.solved, s.faster, s.geomean, s.total) for s in row.categories] == [
+        (1, 1, 2.0, 2),
+        (1, 0, 0.5, 1),
+    ]
+
+
+def test_a_category_board_ranks_on_that_category_only(p):
+    tensor, collective = TeamFactory(name="Tensor"), TeamFactory(name="Collective")
+    submit(tensor, {p["tp-linear"]: 1.5})
+    submit(collective, {p["all-reduce"]: 3.0, p["all-gather"]: 3.0})
+    board = leaderboard(profile="cpu", category=Category.TENSOR)
+    assert [c.value for c in board.columns] == ["tensor"]
+    assert table(board.rows) == [(1, "Tensor", 1, 1, 1.5), (None, BASELINE_NAME, 1, 0, 1.0)]
+
+
+def test_passed_without_a_timing_counts_as_solved_but_not_in_the_geomean(p):
+    team = TeamFactory(name="A")
+    s = submit(team, {p["all-reduce"]: 2.0})
+    ProblemResultFactory(submission=s, problem=p["all-gather"], speedup=None)
+    [_, row] = leaderboard_rows(profile="cpu")
+    assert (row.score.solved, row.score.faster, row.score.geomean) == (2, 1, 2.0)
+
+
+@pytest.mark.parametrize("teams", [2, 20])
+def test_the_query_count_does_not_grow_with_teams(p, teams, django_assert_num_queries):
+    for i in range(teams):
+        team = TeamFactory()
+        submit(team, {p["all-reduce"]: 1.0 + i, p["tp-linear"]: "wrong_answer"}, minutes=i)
+        submit(team, {p["all-gather"]: 0.5, p["all-reduce"]: 0.9}, minutes=i + 1)
+    assert ProblemResult.objects.count() == 4 * teams
+    with django_assert_num_queries(2):
+        rows = leaderboard_rows(profile="cpu")
+    assert len(rows) == teams + 1
