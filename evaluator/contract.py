@@ -81,8 +81,14 @@ class EvaluationRequest:
 
     @classmethod
     def build(
-        cls, *, evaluation_id: str, submission_id: int, profile: str, bundle_name: str,
-        bundle: bytes, problems: list[str],
+        cls,
+        *,
+        evaluation_id: str,
+        submission_id: int,
+        profile: str,
+        bundle_name: str,
+        bundle: bytes,
+        problems: list[str],
     ) -> EvaluationRequest:
         return cls(
             evaluation_id=evaluation_id,
@@ -182,8 +188,12 @@ def progress_message(*, evaluation_id: str, done: int, total: int, current: str)
 
 
 def finished_message(
-    *, evaluation_id: str, outcome: EvaluationOutcome, reason: str = "",
-    results: list[ProblemResult] | None = None, environment: dict[str, Any] | None = None,
+    *,
+    evaluation_id: str,
+    outcome: EvaluationOutcome,
+    reason: str = "",
+    results: list[ProblemResult] | None = None,
+    environment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "version": CONTRACT_VERSION,

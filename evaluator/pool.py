@@ -1,4 +1,4 @@
-"""A pool of rank processes: start them, talk to them, and kill them for certain.
+"""Pools of rank processes: start them, talk to them, and kill them for certain.
 
 The parent sends commands as pickles (it is the trusted side) and reads replies as JSON
 bytes only, so a candidate process cannot smuggle a pickle into the process that holds the
@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
+
+from evaluator.contract import cap_log
+from evaluator.ranks import RankSetup, candidate_main, judge_main
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +31,10 @@ MAX_REPLY_BYTES = 4 * 1024 * 1024
 # a rank that crashes makes its peers' collectives fail, and the crash is the real story.
 DEATH_GRACE_S = 0.5
 KILL_VERIFY_S = 5.0
+POOL_START_TIMEOUT_S = 180.0
+# Judges only finish the reference of the command they were on; they need no deadline of
+# the candidate's size to come to rest.
+SETTLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -260,3 +269,182 @@ def _wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
         for group in groups:
             _signal_group(group)
         time.sleep(0.05)
+
+
+class EvaluatorError(RuntimeError):
+    """The host cannot evaluate at all (no GPUs, ranks that never start): not the bundle's fault."""
+
+
+class PoolStartError(EvaluatorError):
+    """Rank processes did not come up."""
+
+
+class RankPools:
+    """The judge and candidate pools of one bundle.
+
+    Started lazily. After a candidate failure only the candidate pool is restarted: judges
+    finish every command whatever their candidate did (they run the reference even when
+    it failed), so once the candidates are dead the judges come back to rest, which
+    `candidate_failed` checks before keeping them. Anything wrong on the judge side
+    restarts both.
+    """
+
+    def __init__(self, *, world_size: int, backend: str, scratch: Path) -> None:
+        self.world_size = world_size
+        self.backend = backend
+        self.scratch = scratch
+        self.logs = scratch / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.judge = RankPool("judge", world_size)
+        self.candidate = RankPool("candidate", world_size)
+        self.generation = 0
+        self.step = 0
+
+    def log_path(self, rank: int) -> Path:
+        return self.logs / f"candidate-{rank}.log"
+
+    def ensure_started(self) -> None:
+        if not self.judge.procs:
+            self.kill()
+            self._start(judges=True)
+        elif not self.candidate.procs:
+            self._start(judges=False)
+
+    def _start(self, *, judges: bool) -> None:
+        self.generation += 1
+        pipes = [self.ctx.Pipe(duplex=False) for _ in range(self.world_size)]
+        try:
+            if judges:
+                self.judge.launch(
+                    self.ctx,
+                    judge_main,
+                    [self._setup("judge", r, p[0]) for r, p in enumerate(pipes)],
+                )
+            else:
+                self._rewire_judges([reader for reader, _ in pipes])
+            candidates = [self._setup("candidate", r, p[1]) for r, p in enumerate(pipes)]
+            self.candidate.launch(self.ctx, candidate_main, candidates)
+        finally:
+            for reader, writer in pipes:  # the ranks hold their own ends now
+                reader.close()
+                writer.close()
+        pools = [self.judge, self.candidate] if judges else [self.candidate]
+        try:
+            replies = gather(pools, 0, POOL_START_TIMEOUT_S)
+        except (RankDied, PoolTimeout) as exc:
+            self.kill()
+            raise PoolStartError(f"rank processes did not start: {exc}") from exc
+        for pool in pools:
+            pool.note_ready(replies)
+        log.info(
+            "started %d %s ranks (%s)",
+            self.world_size,
+            "+".join(p.kind for p in pools),
+            self.backend,
+        )
+
+    def _setup(self, kind: str, rank: int, peer: Connection) -> tuple[RankSetup]:
+        setup = RankSetup(
+            rank=rank,
+            world_size=self.world_size,
+            backend=self.backend,
+            rendezvous=str(self.scratch / f"rendezvous-{kind}-{self.generation}"),
+            peer=peer,
+            threads=max(1, (os.cpu_count() or 1) // self.world_size),
+            log_path=str(self.log_path(rank)) if kind == "candidate" else None,
+        )
+        return (setup,)
+
+    def _rewire_judges(self, readers: list[Connection]) -> None:
+        self.step += 1
+        try:
+            for rank, (conn, reader) in enumerate(zip(self.judge.conns, readers, strict=True)):
+                conn.send(("rewire", self.step, None))
+                reduction.send_handle(conn, reader.fileno(), self.judge.procs[rank].pid)
+            gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
+        except (OSError, RankDied, PoolTimeout) as exc:
+            self.kill()
+            raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
+
+    def command(
+        self,
+        *,
+        judge: tuple[str, Any] | None = None,
+        candidate: tuple[str, Any] | None = None,
+        timeout_s: float,
+    ) -> list[Reply]:
+        """Send one command to every rank of the named pools and wait for all the answers.
+
+        An error from any rank ends the wait at once: its peers are likely stuck inside a
+        collective, so waiting for the deadline would only waste it.
+        """
+        self.step += 1
+        pools = []
+        for pool, order in ((self.judge, judge), (self.candidate, candidate)):
+            if order is not None:
+                pool.send(order[0], self.step, order[1])
+                pools.append(pool)
+        return gather(pools, self.step, timeout_s, decisive=_is_error)
+
+    def candidate_failed(self) -> None:
+        """Kill the candidate ranks at once; keep the judges only if they come to rest."""
+        self.candidate.kill()
+        if not self.judge.procs:
+            return
+        self.step += 1
+        try:
+            # Commands run in order: the answer to this comes after the judge's last one.
+            self.judge.send("ping", self.step)
+            replies = gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
+        except (RankDied, PoolTimeout):
+            replies = []
+        if len(replies) != self.world_size or any(_is_error(r) for r in replies):
+            log.warning("judge ranks did not come to rest after a candidate failure; restarting")
+            self.judge.kill()
+
+    def kill(self) -> None:
+        self.candidate.kill()
+        self.judge.kill()
+
+    def stop(self) -> None:
+        self.candidate.stop()
+        self.judge.stop()
+
+    def log_marks(self) -> list[int]:
+        return [_size(self.log_path(rank)) for rank in range(self.world_size)]
+
+    def logs_since(self, marks: list[int]) -> str:
+        parts = []
+        for rank, mark in enumerate(marks):
+            text = _read_from(self.log_path(rank), mark)
+            if text.strip():
+                parts.append(f"--- rank {rank} ---\n{text.rstrip()}\n")
+        return cap_log("".join(parts))
+
+
+def _is_error(reply: Reply) -> bool:
+    return not reply.data.get("ok", False)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_from(path: Path, offset: int, limit: int = 64 * 1024) -> str:
+    """What a log gained after `offset`; only its head and tail when that is long."""
+    size = _size(path)
+    if size <= offset:
+        return ""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        if size - offset <= 2 * limit:
+            data = f.read()
+        else:
+            head = f.read(limit)
+            f.seek(size - limit)
+            data = head + b"\n...\n" + f.read(limit)
+    return data.decode("utf-8", "replace")

@@ -26,6 +26,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,12 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
             break  # the parent is gone
         if op == "stop":
             break
+        if op == "rewire":
+            # A restarted candidate pool: its pipe's read end comes over our socket.
+            worker.peer.close()
+            worker.peer = Connection(reduction.recv_handle(conn), writable=False)
+            _reply(conn, {"step": step, "ok": True})
+            continue
         reply = worker.handle(op, payload)
         _flush()
         _reply(conn, {"step": step, **reply})
@@ -94,6 +101,7 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
 class _Worker:
     def __init__(self, setup: RankSetup, device: torch.device) -> None:
         self.setup = setup
+        self.peer = setup.peer
         self.device = device
         self.problem: Problem | None = None
 
@@ -122,6 +130,8 @@ class _Judge(_Worker):
             if op == "load":
                 self.problem = payload["problem"]
                 return {"ok": True}
+            if op == "ping":
+                return {"ok": True}
             if op == "check":
                 return self._check(Case.from_json(payload["case"]), payload["seed"])
             if op == "time":
@@ -134,11 +144,13 @@ class _Judge(_Worker):
     def _check(self, case: Case, seed: int) -> dict[str, Any]:
         assert self.problem is not None
         # Receive first, then compute: the judge never competes with a running candidate.
+        # The reference runs even when the candidate failed, so that every judge rank takes
+        # part in the same collectives and the pool stays usable for the next problem.
         actual = self._receive()
-        if actual is None:
-            return {"ok": True, "skipped": True}
         expected = self.problem.reference(**self.inputs(case, seed))
         self.synchronize()
+        if actual is None:
+            return {"ok": True, "skipped": True}
         verdict = compare(expected, actual, self.problem.tolerance(case.dtype))
         return {
             "ok": True,
@@ -153,15 +165,18 @@ class _Judge(_Worker):
     def _receive(self) -> Any:
         """The candidate's outputs, or None when it failed before producing any."""
         try:
-            header = json.loads(self.setup.peer.recv_bytes(MAX_HEADER_BYTES))
-        except (EOFError, OSError):
-            return None
-        if not isinstance(header, dict) or not header.get("ok"):
-            return None
-        if header.get("kind") == "other":
-            return ForeignValue(str(header.get("type", "?")))
-        payload = self.setup.peer.recv_bytes(MAX_OUTPUT_BYTES)
-        tensors = torch.load(io.BytesIO(payload), map_location=self.device, weights_only=True)
+            header = json.loads(self.peer.recv_bytes(MAX_HEADER_BYTES))
+            if not isinstance(header, dict) or not header.get("ok"):
+                return None
+            if header.get("kind") == "other":
+                return ForeignValue(str(header.get("type", "?")))
+            payload = self.peer.recv_bytes(MAX_OUTPUT_BYTES)
+        except (EOFError, OSError, ValueError):
+            return None  # the candidate died, or sent what no candidate of ours sends
+        try:
+            tensors = torch.load(io.BytesIO(payload), map_location=self.device, weights_only=True)
+        except Exception:
+            return ForeignValue("unreadable output")
         types = header.get("types")
         if not (
             isinstance(tensors, list)
@@ -252,7 +267,7 @@ class _Candidate(_Worker):
         return {"ok": True, "times_us": times}
 
     def _ship(self, out: Any) -> None:
-        peer = self.setup.peer
+        peer = self.peer
         if isinstance(out, torch.Tensor):
             kind, items = "tensor", [out]
         elif isinstance(out, (tuple, list)):
@@ -273,7 +288,7 @@ class _Candidate(_Worker):
 
     def _ship_failure(self) -> None:
         with contextlib.suppress(OSError):
-            self.setup.peer.send_bytes(_json({"ok": False}))
+            self.peer.send_bytes(_json({"ok": False}))
 
 
 def _init_distributed(setup: RankSetup) -> torch.device:

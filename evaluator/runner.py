@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import multiprocessing
-import os
 import platform
 import shutil
 import socket
@@ -26,10 +24,9 @@ from typing import Any
 import torch
 
 from evaluator.bundle import Bundle
-from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, cap_log
-from evaluator.pool import PoolTimeout, RankDied, RankPool, Reply, gather
+from evaluator.contract import CaseResult, ProblemResult, ProblemStatus
+from evaluator.pool import EvaluatorError, PoolTimeout, RankDied, RankPools, Reply
 from evaluator.profiles import HardwareProfile
-from evaluator.ranks import RankSetup, candidate_main, judge_main
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings
 from evaluator.timing import TimingSummary, last_input_index, summarize
@@ -38,15 +35,10 @@ from problems.spec import Case, Problem
 
 log = logging.getLogger(__name__)
 
-POOL_START_TIMEOUT_S = 180.0
 # Reference timings of this process, keyed by everything the time depends on.
 REFERENCE_TIMES: dict[tuple[Any, ...], TimingSummary] = {}
 
 Progress = Callable[[int, int, str], None]
-
-
-class EvaluatorError(RuntimeError):
-    """The host cannot evaluate at all (no GPUs, ranks that never start): not the bundle's fault."""
 
 
 def evaluate_bundle(
@@ -62,13 +54,13 @@ def evaluate_bundle(
     """Judge the bundle's solutions of `slugs`, in that order, on `profile`'s ranks.
 
     `problems` replaces the repository's catalog (tests, unpublished problems). A crash or
-    hang of bundle code is a result; only a broken host raises (EvaluatorError).
+    hang of bundle code is a result; only a broken host raises EvaluatorError.
     """
     catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
     _check_host(profile)
     environment = environment_fingerprint(profile)
     scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
-    pools = _Pools(profile=profile, scratch=scratch)
+    pools = RankPools(world_size=profile.world_size, backend=profile.backend, scratch=scratch)
     try:
         bundle.write_to(scratch / "bundle")
         results = []
@@ -160,148 +152,6 @@ class _Failure(Exception):
         self.max_abs_err, self.max_rel_err = max_abs_err, max_rel_err
 
 
-class _Pools:
-    """The judge and candidate pools of one bundle, started lazily, restarted after failures."""
-
-    def __init__(self, *, profile: HardwareProfile, scratch: Path) -> None:
-        self.world_size = profile.world_size
-        self.backend = profile.backend
-        self.scratch = scratch
-        self.logs = scratch / "logs"
-        self.logs.mkdir()
-        self.ctx = multiprocessing.get_context("spawn")
-        self.judge = RankPool("judge", self.world_size)
-        self.candidate = RankPool("candidate", self.world_size)
-        self.generation = 0
-        self.step = 0
-        self.started = False
-
-    def log_path(self, rank: int) -> Path:
-        return self.logs / f"candidate-{rank}.log"
-
-    def ensure_started(self) -> None:
-        if self.started:
-            return
-        self.generation += 1
-        threads = max(1, (os.cpu_count() or 1) // self.world_size)
-        pipes = [self.ctx.Pipe(duplex=False) for _ in range(self.world_size)]
-        judge_args, candidate_args = [], []
-        for rank, (reader, writer) in enumerate(pipes):
-            common = {
-                "rank": rank,
-                "world_size": self.world_size,
-                "backend": self.backend,
-                "threads": threads,
-            }
-            judge_args.append(
-                (RankSetup(**common, rendezvous=self._rendezvous("judge"), peer=reader),)
-            )
-            candidate_args.append(
-                (
-                    RankSetup(
-                        **common,
-                        rendezvous=self._rendezvous("candidate"),
-                        peer=writer,
-                        log_path=str(self.log_path(rank)),
-                    ),
-                )
-            )
-        try:
-            self.judge.launch(self.ctx, judge_main, judge_args)
-            self.candidate.launch(self.ctx, candidate_main, candidate_args)
-        finally:
-            for reader, writer in pipes:  # the ranks hold their own ends now
-                reader.close()
-                writer.close()
-        try:
-            replies = gather([self.judge, self.candidate], 0, POOL_START_TIMEOUT_S)
-        except (RankDied, PoolTimeout) as exc:
-            self.kill()
-            raise EvaluatorError(f"rank processes did not start: {exc}") from exc
-        self.judge.note_ready(replies)
-        self.candidate.note_ready(replies)
-        self.started = True
-        log.info(
-            "started %d judge and %d candidate ranks (%s)",
-            self.world_size,
-            self.world_size,
-            self.backend,
-        )
-
-    def _rendezvous(self, kind: str) -> str:
-        return str(self.scratch / f"rendezvous-{kind}-{self.generation}")
-
-    def command(
-        self,
-        *,
-        judge: tuple[str, Any] | None = None,
-        candidate: tuple[str, Any] | None = None,
-        timeout_s: float,
-    ) -> list[Reply]:
-        """Send one command to every rank of the named pools and wait for all the answers.
-
-        An error from any rank ends the wait at once: its peers are likely stuck inside a
-        collective, so waiting for the deadline would only waste it.
-        """
-        self.step += 1
-        pools = []
-        for pool, order in ((self.judge, judge), (self.candidate, candidate)):
-            if order is not None:
-                pool.send(order[0], self.step, order[1])
-                pools.append(pool)
-        return gather(
-            pools, self.step, timeout_s, decisive=lambda reply: not reply.data.get("ok", False)
-        )
-
-    def kill(self) -> None:
-        self.candidate.kill()
-        self.judge.kill()
-        self.started = False
-
-    def stop(self) -> None:
-        if self.started:
-            self.candidate.stop()
-            self.judge.stop()
-        else:
-            self.kill()
-        self.started = False
-
-    def log_marks(self) -> list[int]:
-        return [_size(self.log_path(rank)) for rank in range(self.world_size)]
-
-    def logs_since(self, marks: list[int]) -> str:
-        parts = []
-        for rank, mark in enumerate(marks):
-            text = _read_from(self.log_path(rank), mark)
-            if text.strip():
-                parts.append(f"--- rank {rank} ---\n{text.rstrip()}\n")
-        return cap_log("".join(parts))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _read_from(path: Path, offset: int) -> str:
-    """The log written after `offset`; only its head and tail when it is long."""
-    size = _size(path)
-    if size <= offset:
-        return ""
-    limit = 64 * 1024
-    with open(path, "rb") as f:
-        f.seek(offset)
-        if size - offset <= 2 * limit:
-            data = f.read()
-        else:
-            head = f.read(limit)
-            f.seek(size - limit)
-            data = head + b"\n...\n" + f.read(limit)
-    return data.decode("utf-8", "replace")
-
-
 # --- one problem -----------------------------------------------------------------------
 
 
@@ -310,7 +160,7 @@ class _ProblemRun:
     slug: str
     problem: Problem | None
     bundle: Bundle
-    pools: _Pools
+    pools: RankPools
     profile: HardwareProfile
     settings: Settings
     evaluation_id: str
@@ -370,7 +220,10 @@ class _ProblemRun:
         try:
             replies = self.pools.command(**orders, timeout_s=self._remaining())
         except PoolTimeout as exc:
-            self.pools.kill()
+            if any(kind == "candidate" for kind, _ in exc.pending):
+                self.pools.candidate_failed()
+            else:
+                self.pools.kill()
             wrong = self._wrong_answers(exc.replies)
             if wrong:
                 raise wrong from None
@@ -379,12 +232,19 @@ class _ProblemRun:
                 f"no answer within {self.settings.problem_timeout_s:g} s; rank processes killed",
             ) from None
         except RankDied as exc:
+            if exc.kind == "candidate":
+                self.pools.candidate_failed()
+                raise _Failure(ProblemStatus.RUNTIME_ERROR, f"rank {exc.rank} {exc.how}") from None
             self.pools.kill()
-            who = "rank" if exc.kind == "candidate" else "the judge's rank"
-            raise _Failure(ProblemStatus.RUNTIME_ERROR, f"{who} {exc.rank} {exc.how}") from None
+            raise _Failure(
+                ProblemStatus.RUNTIME_ERROR, f"the judge's rank {exc.rank} {exc.how}"
+            ) from None
         for reply in replies:
             if not reply.data.get("ok", False):
-                self.pools.kill()
+                if reply.kind == "candidate":
+                    self.pools.candidate_failed()
+                else:
+                    self.pools.kill()
                 raise self._error(reply)
         return replies
 

@@ -1,0 +1,167 @@
+"""The runner on real rank processes over gloo, at world sizes 2 and 4.
+
+Each world size evaluates two bundles once (module-scoped fixtures): one that passes and
+one holding a solution per way of failing, followed by a correct one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from evaluator.bundle import read_bundle
+from evaluator.contract import ProblemResult, ProblemStatus
+from evaluator.pool import pid_running
+from evaluator.profiles import get_profile
+from evaluator.runner import REFERENCE_TIMES, evaluate_bundle
+from evaluator.settings import load_settings
+from tests.evaluator import samples
+from tests.evaluator.archives import make_zip
+
+TIMEOUT_S = 8
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["w2", "w4"])
+def world_size(request) -> int:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def pid_dir(tmp_path_factory, world_size) -> Path:
+    return tmp_path_factory.mktemp(f"pids-w{world_size}")
+
+
+def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=None):
+    bundle = read_bundle("b.zip", make_zip(files), known_slugs=samples.CATALOG)
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+        trials=2,
+        warmup=1,
+        iters=3,
+        rotation=2,
+        problem_timeout_s=TIMEOUT_S,
+    )
+    profile = dataclasses.replace(get_profile("cpu"), world_size=world_size)
+    return evaluate_bundle(
+        bundle,
+        slugs=slugs,
+        profile=profile,
+        settings=settings,
+        evaluation_id=f"test-{world_size}",
+        on_progress=progress,
+        problems=samples.CATALOG,
+    )
+
+
+@pytest.fixture(scope="module")
+def passing(world_size, pid_dir):
+    progress = []
+    files = {
+        "all-reduce.py": samples.ALL_REDUCE,
+        "all-gather.py": samples.ALL_GATHER,
+        "_notes.py": samples.NOTES.format(pid_dir=str(pid_dir)),
+    }
+    slugs = ["all-reduce", "all-gather", "ar-wrong"]
+    results, environment = evaluate(files, slugs, world_size, lambda *args: progress.append(args))
+    return {r.slug: r for r in results}, environment, progress
+
+
+@pytest.fixture(scope="module")
+def failing(world_size, pid_dir) -> dict[str, ProblemResult]:
+    files = {
+        "ar-import-error.py": samples.IMPORT_ERROR,
+        "ar-wrong.py": samples.WRONG,
+        "ar-raises.py": samples.RAISES,
+        "ar-crashes.py": samples.CRASHES,
+        "ar-hangs.py": samples.HANGS,
+        "ar-after-failures.py": samples.ALL_REDUCE,
+        "_notes.py": samples.NOTES.format(pid_dir=str(pid_dir)),
+    }
+    results, _ = evaluate(files, [name.removesuffix(".py") for name in files][:-1], world_size)
+    return {r.slug: r for r in results}
+
+
+def test_a_correct_bundle_passes_with_timings(passing, world_size):
+    results, _, _ = passing
+    for slug in ("all-reduce", "all-gather"):
+        result = results[slug]
+        assert result.status == ProblemStatus.PASSED, result.message + result.log
+        assert result.world_size == world_size
+        assert result.time_us > 0 and result.ref_time_us > 0 and result.speedup > 0
+        for case in result.cases:
+            assert case.passed and case.iterations == 3
+            assert case.time_us > 0 and case.time_spread_us >= 0 and case.ref_time_us > 0
+            assert case.max_abs_err == 0.0 and case.bytes_moved > 0
+    assert [c.case for c in results["all-reduce"].cases] == ["dev-fp32", "dev-bf16"]
+
+
+def test_it_reuses_the_rank_processes_across_problems(passing, pid_dir, world_size):
+    reduce_pids = {p.name.rsplit("-", 1)[1] for p in pid_dir.glob("all-reduce-*")}
+    gather_pids = {p.name.rsplit("-", 1)[1] for p in pid_dir.glob("all-gather-*")}
+    assert len(reduce_pids) == world_size and reduce_pids == gather_pids
+
+
+def test_it_caches_reference_timings(passing, world_size):
+    keys = [k for k in REFERENCE_TIMES if k[4] == world_size]
+    assert {k[1] for k in keys} >= {"dev-fp32", "dev-bf16"}
+
+
+def test_a_problem_missing_from_the_bundle_is_not_run(passing):
+    result = passing[0]["ar-wrong"]
+    assert result.status == ProblemStatus.NOT_RUN
+    assert result.message == "no ar-wrong.py in the bundle"
+
+
+def test_it_reports_progress_and_the_environment(passing, world_size):
+    _, environment, progress = passing
+    assert progress == [(0, 3, "all-reduce"), (1, 3, "all-gather"), (2, 3, "ar-wrong"), (3, 3, "")]
+    assert environment["world_size"] == world_size and environment["backend"] == "gloo"
+    assert {"hostname", "torch", "python", "cpu"} <= environment.keys()
+
+
+def test_an_import_failure_is_a_compile_error(failing):
+    result = failing["ar-import-error"]
+    assert result.status == ProblemStatus.COMPILE_ERROR
+    assert result.message == (
+        "ar-import-error.py failed to import: NameError: name 'undefined_helper' is not defined"
+    )
+    assert "importing on purpose" in result.log and "Traceback" in result.log
+
+
+def test_a_wrong_answer_names_rank_case_and_error(failing):
+    result = failing["ar-wrong"]
+    assert result.status == ProblemStatus.WRONG_ANSWER
+    assert result.message.startswith("rank 0, case dev-tiny (float32): output 0: ")
+    assert "elements differ; worst at index" in result.message
+    assert result.max_abs_err > 0 and result.max_rel_err > 0
+
+
+def test_an_exception_is_a_runtime_error_with_its_traceback(failing):
+    result = failing["ar-raises"]
+    assert result.status == ProblemStatus.RUNTIME_ERROR
+    assert result.message == "rank 1 raised ValueError: rank 1 refuses to reduce"
+    assert "Traceback" in result.log and "--- rank 1 ---" in result.log
+
+
+def test_a_crashed_rank_is_a_runtime_error_naming_the_signal(failing):
+    result = failing["ar-crashes"]
+    assert result.status == ProblemStatus.RUNTIME_ERROR
+    assert result.message == "rank 1 was killed by SIGSEGV"
+
+
+def test_a_hang_times_out_and_leaves_no_process_behind(failing, pid_dir, world_size):
+    result = failing["ar-hangs"]
+    assert result.status == ProblemStatus.TIMEOUT
+    assert result.message == f"no answer within {TIMEOUT_S} s; rank processes killed"
+    ranks = [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.glob("hang-rank-*")]
+    children = [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.glob("hang-grandchild-*")]
+    assert len(ranks) == len(children) == world_size
+    assert [pid for pid in ranks + children if pid_running(pid)] == []
+
+
+def test_a_correct_problem_after_failing_ones_still_passes(failing):
+    result = failing["ar-after-failures"]
+    assert result.status == ProblemStatus.PASSED, result.message + result.log
+    assert result.speedup > 0
