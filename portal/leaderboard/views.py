@@ -29,6 +29,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "leaderboard/home.html",
         {
             "board": board,
+            # One group per category, unless it would repeat the headline columns.
+            "show_groups": category is None and len(board.columns) > 1,
             "profile": PROFILES[profile],
             "profiles": PROFILES.values(),
             "categories": [c for c in Category if c.value in present],

@@ -70,3 +70,11 @@ def test_the_page_query_count_does_not_grow_with_teams(
         submit(TeamFactory(), {problems["all-reduce"]: 1.0 + i})
     with django_assert_max_num_queries(4):
         assert client.get(reverse("leaderboard:home")).status_code == 200
+
+
+def test_a_single_category_is_not_repeated_as_its_own_group(client, problems):
+    problems["tp-linear"].status = "hidden"
+    problems["tp-linear"].save()
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert "Collective primitives</th>" not in page
+    assert 'href="?category=collective"' in page

@@ -60,3 +60,11 @@ def test_the_admin_lists_and_curates_problems(client, admin, problems):
     assert response.status_code == 302
     problems["all-reduce"].refresh_from_db()
     assert problems["all-reduce"].status == "retired"
+
+
+def test_code_spans_in_descriptions_are_shown_as_code_and_html_is_escaped(client, problems):
+    problems["all-reduce"].description = "Sum `x` over ranks. <script>alert(1)</script>"
+    problems["all-reduce"].save()
+    page = client.get(reverse("problems:detail", args=["all-reduce"])).content.decode()
+    assert "Sum <code>x</code> over ranks." in page
+    assert "<script>alert(1)</script>" not in page
