@@ -91,6 +91,11 @@ def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -
 
 
 def submission_create(*, user: AbstractBaseUser, upload: UploadedFile) -> Submission:
+    """Check, store and queue a bundle for the user's team, or raise SubmissionError.
+
+    Must not run inside a transaction (no ATOMIC_REQUESTS): it owns the commit that makes
+    the stored file and the row appear together.
+    """
     team = team_of(user)
     if team is None:
         raise SubmissionError("Join or create a team before submitting.")

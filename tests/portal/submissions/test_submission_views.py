@@ -223,7 +223,8 @@ def test_the_admin_requeues_and_cancels_through_the_services(
     client.force_login(admin)
     url = reverse("admin:submissions_submission_changelist")
     assert client.get(url, {"status__exact": "queued"}).status_code == 200
-    assert client.get(reverse("admin:submissions_submission_change", args=[submission.pk]))
+    change = reverse("admin:submissions_submission_change", args=[submission.pk])
+    assert client.get(change).status_code == 200
     with django_capture_on_commit_callbacks(execute=True):
         client.post(url, {"action": "requeue", "_selected_action": [submission.pk]})
     submission.refresh_from_db()
