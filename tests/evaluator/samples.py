@@ -33,6 +33,7 @@ CATALOG: dict[str, Problem] = {
             "ar-crashes",
             "ar-hangs",
             "ar-after-failures",
+            "ar-absent",
         )
     },
 }
@@ -50,7 +51,7 @@ import torch.distributed as dist
 from _notes import note_pid
 
 def solution(x):
-    note_pid("all-reduce")
+    note_pid(__name__)
     out = x.clone()
     dist.all_reduce(out)
     return out
@@ -62,7 +63,7 @@ import torch.distributed as dist
 from _notes import note_pid
 
 def solution(x):
-    note_pid("all-gather")
+    note_pid(__name__)
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, x)
     return torch.cat(parts)

@@ -1,7 +1,7 @@
 """The runner on real rank processes over gloo, at world sizes 2 and 4.
 
-Each world size evaluates two bundles once (module-scoped fixtures): one that passes and
-one holding a solution per way of failing, followed by a correct one.
+Each world size evaluates one bundle once (a module-scoped fixture): two correct problems,
+then a solution per way of failing, then a correct one; each test reads one result.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from evaluator.settings import load_settings
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 
-TIMEOUT_S = 8
+TIMEOUT_S = 6
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["w2", "w4"])
@@ -55,22 +55,25 @@ def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=
     )
 
 
+SLUGS = [
+    "all-reduce",
+    "all-gather",
+    "ar-absent",
+    "ar-import-error",
+    "ar-wrong",
+    "ar-raises",
+    "ar-crashes",
+    "ar-hangs",
+    "ar-after-failures",
+]
+
+
 @pytest.fixture(scope="module")
-def passing(world_size, pid_dir):
-    progress = []
+def evaluated(world_size, pid_dir):
+    """One bundle: two correct problems, then one per way of failing, then a correct one."""
     files = {
         "all-reduce.py": samples.ALL_REDUCE,
         "all-gather.py": samples.ALL_GATHER,
-        "_notes.py": samples.NOTES.format(pid_dir=str(pid_dir)),
-    }
-    slugs = ["all-reduce", "all-gather", "ar-wrong"]
-    results, environment = evaluate(files, slugs, world_size, lambda *args: progress.append(args))
-    return {r.slug: r for r in results}, environment, progress
-
-
-@pytest.fixture(scope="module")
-def failing(world_size, pid_dir) -> dict[str, ProblemResult]:
-    files = {
         "ar-import-error.py": samples.IMPORT_ERROR,
         "ar-wrong.py": samples.WRONG,
         "ar-raises.py": samples.RAISES,
@@ -79,8 +82,19 @@ def failing(world_size, pid_dir) -> dict[str, ProblemResult]:
         "ar-after-failures.py": samples.ALL_REDUCE,
         "_notes.py": samples.NOTES.format(pid_dir=str(pid_dir)),
     }
-    results, _ = evaluate(files, [name.removesuffix(".py") for name in files][:-1], world_size)
-    return {r.slug: r for r in results}
+    progress = []
+    results, environment = evaluate(files, SLUGS, world_size, lambda *args: progress.append(args))
+    return {r.slug: r for r in results}, environment, progress
+
+
+@pytest.fixture(scope="module")
+def passing(evaluated):
+    return evaluated
+
+
+@pytest.fixture(scope="module")
+def failing(evaluated) -> dict[str, ProblemResult]:
+    return evaluated[0]
 
 
 def test_a_correct_bundle_passes_with_timings(passing, world_size):
@@ -97,10 +111,20 @@ def test_a_correct_bundle_passes_with_timings(passing, world_size):
     assert [c.case for c in results["all-reduce"].cases] == ["dev-fp32", "dev-bf16"]
 
 
+def pids(pid_dir: Path, tag: str) -> set[int]:
+    return {int(p.name.rsplit("-", 1)[1]) for p in pid_dir.glob(f"{tag}-*")}
+
+
 def test_it_reuses_the_rank_processes_across_problems(passing, pid_dir, world_size):
-    reduce_pids = {p.name.rsplit("-", 1)[1] for p in pid_dir.glob("all-reduce-*")}
-    gather_pids = {p.name.rsplit("-", 1)[1] for p in pid_dir.glob("all-gather-*")}
-    assert len(reduce_pids) == world_size and reduce_pids == gather_pids
+    first = pids(pid_dir, "pkb_solution_all_reduce")
+    assert len(first) == world_size
+    assert pids(pid_dir, "pkb_solution_all_gather") == first
+
+
+def test_it_restarts_the_candidate_ranks_after_a_failure(failing, pid_dir, world_size):
+    after = pids(pid_dir, "pkb_solution_ar_after_failures")
+    assert len(after) == world_size
+    assert not after & pids(pid_dir, "pkb_solution_all_reduce")
 
 
 def test_it_caches_reference_timings(passing, world_size):
@@ -109,14 +133,16 @@ def test_it_caches_reference_timings(passing, world_size):
 
 
 def test_a_problem_missing_from_the_bundle_is_not_run(passing):
-    result = passing[0]["ar-wrong"]
+    result = passing[0]["ar-absent"]
     assert result.status == ProblemStatus.NOT_RUN
-    assert result.message == "no ar-wrong.py in the bundle"
+    assert result.message == "no ar-absent.py in the bundle"
 
 
 def test_it_reports_progress_and_the_environment(passing, world_size):
     _, environment, progress = passing
-    assert progress == [(0, 3, "all-reduce"), (1, 3, "all-gather"), (2, 3, "ar-wrong"), (3, 3, "")]
+    assert progress == [(i, len(SLUGS), slug) for i, slug in enumerate(SLUGS)] + [
+        (len(SLUGS), len(SLUGS), "")
+    ]
     assert environment["world_size"] == world_size and environment["backend"] == "gloo"
     assert {"hostname", "torch", "python", "cpu"} <= environment.keys()
 
@@ -155,10 +181,9 @@ def test_a_hang_times_out_and_leaves_no_process_behind(failing, pid_dir, world_s
     result = failing["ar-hangs"]
     assert result.status == ProblemStatus.TIMEOUT
     assert result.message == f"no answer within {TIMEOUT_S} s; rank processes killed"
-    ranks = [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.glob("hang-rank-*")]
-    children = [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.glob("hang-grandchild-*")]
+    ranks, children = pids(pid_dir, "hang-rank"), pids(pid_dir, "hang-grandchild")
     assert len(ranks) == len(children) == world_size
-    assert [pid for pid in ranks + children if pid_running(pid)] == []
+    assert [pid for pid in ranks | children if pid_running(pid)] == []
 
 
 def test_a_correct_problem_after_failing_ones_still_passes(failing):
