@@ -1,0 +1,133 @@
+"""`python -m evaluator check BUNDLE`: judge a bundle on this machine, as a host would.
+
+    python -m evaluator check BUNDLE [--world-size 2] [--profile cpu] [--cases dev] [--logs]
+        BUNDLE: a .zip, a .tar.gz, or a folder (zipped in memory first)
+    python -m evaluator worker              (the pkb-worker Celery worker)
+
+`check` exits 0 when every problem of the bundle passed, 1 when one did not, 2 when the
+bundle was rejected before anything ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import logging
+import sys
+import uuid
+import zipfile
+from pathlib import Path
+
+from evaluator.bundle import BundleError, read_bundle
+from evaluator.contract import ProblemResult, ProblemStatus
+from evaluator.profiles import PROFILES, get_profile
+from evaluator.runner import evaluate_bundle
+from evaluator.settings import SettingsError, load_settings
+from problems.registry import all_problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluator")
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="validate a bundle and run it locally")
+    check.add_argument("bundle", type=Path, help="a .zip, a .tar.gz or a folder")
+    check.add_argument("--profile", choices=sorted(PROFILES), default=None)
+    check.add_argument("--world-size", type=int, default=None)
+    check.add_argument("--cases", choices=["dev", "eval"], default=None)
+    check.add_argument("--logs", action="store_true", help="print each problem's log")
+    commands.add_parser("worker", help="run the Celery worker of this host's profile")
+    args = parser.parse_args(argv)
+
+    if args.command == "worker":
+        from evaluator.tasks import main as worker_main
+
+        worker_main()
+        return 0
+    return _check(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"bad setting: {exc}", file=sys.stderr)
+        return 2
+    profile = get_profile(args.profile or settings.profile)
+    if args.world_size:
+        profile = dataclasses.replace(profile, world_size=args.world_size)
+    if args.cases:
+        profile = dataclasses.replace(profile, case_kind=args.cases)
+    try:
+        data = _zip_folder(args.bundle) if args.bundle.is_dir() else args.bundle.read_bytes()
+        slugs = [p.slug for p in all_problems()]
+        bundle = read_bundle(args.bundle.name, data, known_slugs=slugs)
+    except (OSError, BundleError) as exc:
+        print(f"bundle rejected: {exc}", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int, current: str) -> None:
+        if current:
+            print(f"[{done + 1}/{total}] {current} ...", file=sys.stderr, flush=True)
+
+    results, environment = evaluate_bundle(
+        bundle,
+        slugs=sorted(bundle.solutions),
+        profile=profile,
+        settings=settings,
+        evaluation_id=f"local-{uuid.uuid4()}",
+        on_progress=progress,
+    )
+    print(_table(results))
+    print(
+        f"\n{profile.world_size} ranks over {environment['backend']}, {profile.case_kind} cases, "
+        f"torch {environment['torch']} on {environment['hostname']}"
+    )
+    if args.logs:
+        for result in results:
+            if result.log:
+                print(f"\n=== {result.slug} log ===\n{result.log}")
+    return 0 if all(r.status == ProblemStatus.PASSED for r in results) else 1
+
+
+def _zip_folder(folder: Path) -> bytes:
+    """A folder of sources as the .zip a team would upload (symlinks left out)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return buf.getvalue()
+
+
+def _table(results: list[ProblemResult]) -> str:
+    rows = [("problem", "status", "time", "reference", "speedup", "message")]
+    for r in results:
+        rows.append(
+            (
+                r.slug,
+                str(r.status),
+                _us(r.time_us),
+                _us(r.ref_time_us),
+                f"{r.speedup:.2f}x" if r.speedup else "-",
+                r.message.splitlines()[0][:100] if r.message else "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(
+            [*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]
+        ).rstrip()
+        for row in rows
+    )
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} us"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
