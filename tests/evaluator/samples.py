@@ -57,6 +57,15 @@ def solution(x):
     return out
 """
 
+ALL_REDUCE_PLAIN = """
+import torch.distributed as dist
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
 ALL_GATHER = """
 import torch
 import torch.distributed as dist
