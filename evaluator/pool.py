@@ -95,17 +95,16 @@ class RankPool:
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise RankDied(self.kind, rank, _how_it_ended(self.procs[rank])) from None
 
-    def stop(self, *, grace_s: float = 5.0) -> None:
-        """Ask the ranks to leave, then kill what is left, grandchildren included."""
+    def ask_to_stop(self) -> None:
         for conn in self.conns:
             try:
                 conn.send(("stop", -1, None))
             except OSError:
                 pass
-        end = time.monotonic() + grace_s
+
+    def join(self, deadline: float) -> None:
         for proc in self.procs:
-            proc.join(max(0.0, end - time.monotonic()))
-        self.kill()
+            proc.join(max(0.0, deadline - time.monotonic()))
 
     def kill(self) -> None:
         for group in self.groups:
@@ -407,9 +406,15 @@ class RankPools:
         self.candidate.kill()
         self.judge.kill()
 
-    def stop(self) -> None:
-        self.candidate.stop()
-        self.judge.stop()
+    def stop(self, *, grace_s: float = 5.0) -> None:
+        """Ask every rank to leave, then kill what is left, grandchildren included."""
+        pools = (self.candidate, self.judge)
+        for pool in pools:
+            pool.ask_to_stop()
+        deadline = time.monotonic() + grace_s
+        for pool in pools:
+            pool.join(deadline)
+            pool.kill()
 
     def log_marks(self) -> list[int]:
         return [_size(self.log_path(rank)) for rank in range(self.world_size)]

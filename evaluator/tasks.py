@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import multiprocessing.process as mp_process
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,6 +59,13 @@ SEND_RETRY_POLICY = {"max_retries": 5, "interval_start": 1, "interval_step": 2, 
 
 Send = Callable[[str, dict[str, Any]], None]
 
+# Taken at import, in the worker's main process, before the pool forks (see below).
+_PLAIN_PROCESS = (
+    mp_process.current_process()
+    if type(mp_process.current_process()).__module__.startswith("multiprocessing")
+    else None
+)
+
 app = Celery("evaluator")
 app.conf.update(
     broker_url=redis_url(),
@@ -99,7 +107,21 @@ def send_to_portal(task_name: str, message: dict[str, Any]) -> None:
     max_retries=3,
 )
 def evaluate(request_json: dict[str, Any]) -> None:
+    _allow_child_processes()
     run_evaluation(request_json, settings=worker_settings(), send=send_to_portal)
+
+
+def _allow_child_processes() -> None:
+    # Celery's prefork pool (billiard) installs its own daemonic Process object as the
+    # standard library's current process. multiprocessing then refuses to start children
+    # ("daemonic processes are not allowed to have children") and cannot pickle billiard's
+    # authkey for a spawned child. We need the prefork pool, since it alone enforces the
+    # task time limits, so the pool process gets back the standard library's own record of
+    # the worker's main process. Orphans are not a risk: every rank asks the kernel for
+    # SIGKILL when its parent dies (PR_SET_PDEATHSIG), and the runner kills them itself in
+    # every other case.
+    if _PLAIN_PROCESS is not None and mp_process.current_process() is not _PLAIN_PROCESS:
+        mp_process._current_process = _PLAIN_PROCESS
 
 
 def run_evaluation(
