@@ -45,6 +45,12 @@ MAX_CANDIDATE_FILE_BYTES = 256 * 1024 * 1024
 # The parent's per-problem deadline, not this, ends a hung collective.
 COLLECTIVE_TIMEOUT = timedelta(hours=2)
 _PR_SET_PDEATHSIG = 1
+# Never NVLink multicast on shared hosts (see DESIGN.md), whatever the worker's environment.
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,7 @@ class _Candidate(_Worker):
         path = Path(payload["path"])
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))  # so that `import _helper` works
+        os.chdir(path.parent)  # files a solution writes land in the scratch directory
         spec = importlib.util.spec_from_file_location(payload["module"], path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path.name}")
@@ -294,6 +301,8 @@ class _Candidate(_Worker):
 def _init_distributed(setup: RankSetup) -> torch.device:
     kwargs: dict[str, Any] = {}
     if setup.backend == "nccl":
+        for name, value in NO_MULTICAST.items():
+            os.environ.setdefault(name, value)
         device = torch.device("cuda", setup.rank)
         torch.cuda.set_device(device)
         kwargs["device_id"] = device

@@ -59,6 +59,7 @@ def evaluate_bundle(
     catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
     _check_host(profile)
     environment = environment_fingerprint(profile)
+    settings.scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
     pools = RankPools(world_size=profile.world_size, backend=profile.backend, scratch=scratch)
     try:
