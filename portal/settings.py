@@ -197,6 +197,10 @@ if PKB_STUCK_AFTER_S <= 0 or PKB_MAX_ATTEMPTS <= 0:
     raise ImproperlyConfigured("PKB_STUCK_AFTER_S and PKB_MAX_ATTEMPTS must be positive")
 
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+if TESTING:
+    # A Redis database of the suite's own: a developer's running site and the tests never
+    # take each other's messages, and the integration tests may empty it.
+    REDIS_URL = envstr("PKB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 # Celery (read by portal/celery.py through the CELERY_ namespace).
 CELERY_BROKER_URL = REDIS_URL

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from django.conf import settings
 from django.db import connection
 
 from portal.celery import app as celery_app
@@ -30,12 +31,11 @@ def _test_database_url() -> str:
 
 
 @pytest.fixture
-def broker_url(monkeypatch) -> Iterator[str]:
-    """A Redis database of the tests' own, emptied first, so no stale message leaks in."""
-    url = os.environ.get("PKB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+def broker_url() -> Iterator[str]:
+    """The suite's own Redis database (settings), emptied so no stale message leaks in."""
+    url = settings.CELERY_BROKER_URL
+    assert url == celery_app.conf.broker_url
     redis.Redis.from_url(url).flushdb()
-    monkeypatch.setattr(celery_app.conf, "broker_url", url)
-    celery_app.pool.force_close_all()
     yield url
     redis.Redis.from_url(url).flushdb()
 
@@ -68,6 +68,7 @@ def workers(broker_url, tmp_path) -> Iterator[dict[str, Path]]:
         **os.environ,
         "DATABASE_URL": _test_database_url(),
         "REDIS_URL": broker_url,
+        "PKB_TEST_REDIS_URL": broker_url,
         "PKB_PROFILE": "cpu",
         "PKB_SEED_SECRET": "integration-test-secret",
         "PKB_PROBLEM_TIMEOUT_S": "60",

@@ -47,7 +47,12 @@ def clean_clone(tmp_path) -> Path:
 
 def test_make_run_serves_the_site_with_its_workers(clean_clone, tmp_path):
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PKB_"))}
+    # A new user's shell: none of this suite's settings.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "PKB_", "PYTEST_", "DJANGO_"))
+    }
     env.update(PORT=str(port), REDIS_URL="redis://127.0.0.1:6379/14", PYTHONUNBUFFERED="1")
     env.pop("VIRTUAL_ENV", None)
     env["PATH"] = os.pathsep.join(
