@@ -301,8 +301,7 @@ class _Candidate(_Worker):
 def _init_distributed(setup: RankSetup) -> torch.device:
     kwargs: dict[str, Any] = {}
     if setup.backend == "nccl":
-        for name, value in NO_MULTICAST.items():
-            os.environ.setdefault(name, value)
+        os.environ.update(NO_MULTICAST)  # forced, not defaulted: a host must never opt in
         device = torch.device("cuda", setup.rank)
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
