@@ -42,6 +42,12 @@ class ProblemStatus(enum.StrEnum):
     NOT_RUN = "not_run"
 
 
+class ResultFlag(enum.StrEnum):
+    """Why a result that passed must not be trusted; a flagged result is kept off rankings."""
+
+    BELOW_FLOOR = "below_floor"  # faster than the links can physically move its bytes
+
+
 class EvaluationOutcome(enum.StrEnum):
     DONE = "done"  # every problem has a result, whatever it is
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
@@ -140,6 +146,10 @@ class CaseResult:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     bytes_moved: int = 0
+    # The roofline: bytes_moved over the host's measured peer bandwidth is the floor, the
+    # fastest time the links allow; roofline = floor / time (1.0 = at the physical limit).
+    floor_us: float | None = None
+    roofline: float | None = None
 
 
 @dataclass
@@ -154,6 +164,8 @@ class ProblemResult:
     speedup: float | None = None  # geometric mean over cases of ref/candidate
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    roofline: float | None = None  # mean over cases of floor / time
+    flags: list[str] = field(default_factory=list)  # ResultFlag values
     cases: list[CaseResult] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
