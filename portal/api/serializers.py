@@ -54,6 +54,7 @@ class RowSerializer(serializers.Serializer):
     score = ScoreSerializer()
     categories = ScoreSerializer(many=True)
     reached_at = serializers.DateTimeField(allow_null=True)
+    roofline = serializers.FloatField(allow_null=True)
 
 
 class BoardSerializer(serializers.Serializer):
@@ -65,6 +66,7 @@ class BoardSerializer(serializers.Serializer):
 
 class ProblemResultSerializer(serializers.ModelSerializer):
     problem = serializers.CharField(source="problem.slug")
+    flagged = serializers.BooleanField(source="is_flagged")
 
     class Meta:
         model = ProblemResult
@@ -78,6 +80,9 @@ class ProblemResultSerializer(serializers.ModelSerializer):
             "speedup",
             "max_abs_err",
             "max_rel_err",
+            "roofline",
+            "flags",
+            "flagged",
             "cases",
             "log",
         ]
@@ -109,5 +114,6 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "progress_done",
             "progress_total",
             "current_problem",
+            "environment",
             "results",
         ]

@@ -1,8 +1,9 @@
 """The leaderboard: best result per (team, problem) from the database, scores in Python.
 
 `leaderboard_rows` runs two queries whatever the number of teams, submissions or results:
-the published problems, and one row per (team, problem) with the team's best passed result
-(picked by a window function in the database).
+the published problems, and one row per (team, problem) with the team's best passed,
+unflagged result (picked by a window function in the database). A flagged pass (e.g. a time
+under the physical floor) is evidence on its submission's page, never a score.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Row:
     score: Score
     categories: list[Score]  # in the order of the columns
     reached_at: datetime | None  # when the team reached its score (its last improvement)
+    # Mean fraction of the link limit over the counted results that report one; None on
+    # hosts without a measured peer bandwidth (CPU) and for the baseline.
+    roofline: float | None = None
     is_baseline: bool = False
     rank: int | None = None  # None for the baseline
 
@@ -68,11 +72,12 @@ class Board:
 
 
 def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict]:
-    """The best passed result of each (team, problem); earliest first among equals."""
+    """The best passed, unflagged result of each (team, problem); earliest among equals."""
     team = F("submission__team_id")
     ranked = (
         ProblemResult.objects.counted(profile=profile)
         .passed()
+        .unflagged()
         .filter(problem_id__in=problem_ids)
         .annotate(
             place=Window(
@@ -85,6 +90,7 @@ def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict]:
         .values(
             "problem_id",
             "speedup",
+            "roofline",
             team_id=team,
             team_name=F("submission__team__name"),
             team_slug=F("submission__team__slug"),
@@ -92,6 +98,11 @@ def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict]:
         )
     )
     return list(ranked)
+
+
+def mean_roofline(results: list[dict]) -> float | None:
+    fractions = [r["roofline"] for r in results if r["roofline"] is not None]
+    return sum(fractions) / len(fractions) if fractions else None
 
 
 def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:
@@ -134,6 +145,7 @@ def leaderboard(*, profile: str, category: str | None = None) -> Board:
                 score=Score.of([b["speedup"] for b in results], len(problems)),
                 categories=[Score.of(by_category[col.value], col.total) for col in columns],
                 reached_at=max(b["finished_at"] for b in results),
+                roofline=mean_roofline(results),
             )
         )
     # Among equal scores the earlier team wins; the baseline was there first of all.

@@ -19,6 +19,8 @@ class ProblemResultInline(admin.TabularInline):
         "ref_time_us",
         "max_abs_err",
         "max_rel_err",
+        "roofline",
+        "flags",
     ]
     readonly_fields = fields
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import models
 
-from evaluator.contract import ProblemStatus
+from evaluator.contract import ProblemStatus, ResultFlag
 from portal.accounts.models import Team
 from portal.problems.models import Problem
 
@@ -109,6 +109,10 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
     def passed(self) -> ProblemResultQuerySet:
         return self.filter(status=ProblemResult.Status.PASSED)
 
+    def unflagged(self) -> ProblemResultQuerySet:
+        """Results no check has cast doubt on: a flagged pass is kept, never ranked."""
+        return self.filter(flags=[])
+
     def counted(self, *, profile: str) -> ProblemResultQuerySet:
         """Results that may rank: finished submissions of the profile, published problems."""
         return self.filter(
@@ -127,6 +131,14 @@ class ProblemResult(models.Model):
         COMPILE_ERROR = ProblemStatus.COMPILE_ERROR.value, "Compile error"
         NOT_RUN = ProblemStatus.NOT_RUN.value, "Not run"
 
+    class Flag(models.TextChoices):
+        """Why a result is not trusted; the label completes "flagged: ..."."""
+
+        BELOW_FLOOR = (
+            ResultFlag.BELOW_FLOOR.value,
+            "faster than the links can move its bytes",
+        )
+
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")
     status = models.CharField(max_length=16, choices=Status.choices)
@@ -138,6 +150,11 @@ class ProblemResult(models.Model):
     speedup = models.FloatField(null=True, blank=True)
     max_abs_err = models.FloatField(null=True, blank=True)
     max_rel_err = models.FloatField(null=True, blank=True)
+    # Mean over cases of floor / time: 1.0 is the link limit; None without a byte model
+    # or a measured bandwidth (CPU hosts).
+    roofline = models.FloatField(null=True, blank=True)
+    # Flag values; any flag keeps a passed result off the leaderboard, an unknown one too.
+    flags = models.JSONField(default=list, blank=True)
     cases = models.JSONField(default=list, blank=True)
 
     objects = ProblemResultQuerySet.as_manager()
@@ -151,3 +168,14 @@ class ProblemResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.problem_id} in #{self.submission_id}: {self.status}"
+
+    @property
+    def is_flagged(self) -> bool:
+        """A pass that does not count: shown as evidence, left off the leaderboard."""
+        return self.status == self.Status.PASSED and bool(self.flags)
+
+    @property
+    def flag_reasons(self) -> list[str]:
+        return [
+            self.Flag(flag).label if flag in self.Flag.values else str(flag) for flag in self.flags
+        ]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, Submission
@@ -27,3 +29,81 @@ def submission_result_lines(submission: Submission) -> list[ResultLine]:
 
 def team_recent_submissions(team, *, limit: int = 20) -> list[Submission]:
     return list(Submission.objects.for_team(team).select_related("user")[:limit])
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str  # lines separated by newlines
+
+
+# The fingerprint's keys in the order a reader compares two hosts; the rest follow as sent.
+_FACT_LABELS = {
+    "driver": "Driver",
+    "cuda": "CUDA",
+    "torch": "PyTorch",
+    "nccl": "NCCL",
+    "topology": "Topology",
+    "peer_bandwidth_gbps": "Measured peer bandwidth",
+    "cpu": "CPU",
+    "python": "Python",
+    "hostname": "Host",
+}
+_SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
+FACT_CAP_CHARS = 500
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        text = "\n".join(_text(item) for item in value)
+    elif isinstance(value, dict):
+        text = json.dumps(value, sort_keys=True)
+    else:
+        text = str(value)
+    return text[:FACT_CAP_CHARS]
+
+
+def _bandwidth(value: Any) -> str:
+    def gbps(v: Any) -> str:
+        return f"{v:.1f} GB/s" if isinstance(v, int | float) else _text(v)
+
+    if not isinstance(value, dict):
+        return gbps(value)
+    parts = [f"{gbps(value['used'])}, used for the roofline"] if "used" in value else []
+    parts += [f"{k.replace('_', ' ')}: {gbps(v)}" for k, v in value.items() if k != "used"]
+    return "\n".join(parts)
+
+
+def _hardware(env: dict[str, Any]) -> list[Fact]:
+    gpu, count = env.get("gpu"), env.get("gpu_count")
+    facts = []
+    if gpu or count:
+        facts.append(Fact("GPUs", " × ".join(_text(v) for v in (gpu, count) if v)))
+    if env.get("backend") or env.get("world_size"):
+        ranks = f"{env['world_size']} ranks" if env.get("world_size") else ""
+        facts.append(
+            Fact(
+                "Process group", ", ".join(v for v in (_text(env.get("backend") or ""), ranks) if v)
+            )
+        )
+    return facts
+
+
+def environment_facts(environment: Any) -> list[Fact]:
+    """What the evaluating host reported about itself, as label/value pairs for a page.
+
+    GPU hosts send the GPU model and count, driver, CUDA, NCCL, topology and measured peer
+    bandwidth; CPU hosts only the software and the CPU. Unknown keys are shown as sent.
+    """
+    if not isinstance(environment, dict):
+        return []
+    env = {k: v for k, v in environment.items() if v not in (None, "", [], {})}
+    facts = _hardware(env)
+    for key, label in _FACT_LABELS.items():
+        if key in env:
+            value = _bandwidth(env[key]) if key == "peer_bandwidth_gbps" else _text(env[key])
+            facts.append(Fact(label, value))
+    for key, value in env.items():
+        if key not in _FACT_LABELS and key not in _SHOWN_ELSEWHERE:
+            facts.append(Fact(str(key), _text(value)))
+    return facts

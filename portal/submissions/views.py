@@ -10,7 +10,11 @@ from evaluator.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
-from portal.submissions.selectors import submission_result_lines, team_recent_submissions
+from portal.submissions.selectors import (
+    environment_facts,
+    submission_result_lines,
+    team_recent_submissions,
+)
 from portal.submissions.services import SubmissionError, submission_create
 
 
@@ -56,6 +60,7 @@ def _detail_context(submission: Submission) -> dict:
     return {
         "submission": submission,
         "lines": submission_result_lines(submission),
+        "environment": environment_facts(submission.environment),
         "profile": get_profile(submission.profile),
     }
 

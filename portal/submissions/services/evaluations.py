@@ -91,6 +91,26 @@ def _error(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
+def _json_safe(value: Any) -> Any:
+    # jsonb has no NaN or Infinity: one such float (an infinite relative error in a case, a
+    # roofline over a zero time) would make PostgreSQL refuse the whole finished message.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _case_rows(cases: list) -> list[dict[str, Any]]:
+    return [{k: _json_safe(v) for k, v in asdict(case).items()} for case in cases]
+
+
+def _flags(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise ContractError(f"flags: expected a list of strings, got {value!r}")
+    # Unknown flags are kept (and keep the result off the leaderboard): a newer host may
+    # know a check that this portal does not.
+    return [f[:40] for f in value[:10]]
+
+
 def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list[ProblemResult]:
     wanted = set(submission.problems)
     problems = Problem.objects.in_bulk(
@@ -114,7 +134,9 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
             speedup=_finite(result.speedup),
             max_abs_err=_error(result.max_abs_err),
             max_rel_err=_error(result.max_rel_err),
-            cases=[asdict(case) for case in result.cases],
+            roofline=_finite(result.roofline),
+            flags=_flags(result.flags),
+            cases=_case_rows(result.cases),
         )
     return list(rows.values())
 

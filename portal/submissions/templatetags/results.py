@@ -11,9 +11,14 @@ register = template.Library()
 DASH = "—"
 
 
+def _is_number(value: object) -> bool:
+    # Case rows are JSON: a key missing from an older row reaches a filter as "".
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @register.filter
 def duration_us(value: float | None) -> str:
-    if value is None:
+    if not _is_number(value):
         return DASH
     if value < 1_000:
         return f"{value:.1f} µs"
@@ -24,13 +29,30 @@ def duration_us(value: float | None) -> str:
 
 @register.filter
 def speedup(value: float | None) -> str:
-    return DASH if value is None else f"{value:.2f}×"
+    return f"{value:.2f}×" if _is_number(value) else DASH
 
 
 @register.filter
 def error(value: float | None) -> str:
-    if value is None:
+    if not _is_number(value):
         return DASH
     if math.isinf(value):
         return "∞"
     return "0" if value == 0 else f"{value:.2e}"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """A fraction as a percentage; blank when there is none (a table cell left empty)."""
+    if not _is_number(value):
+        return ""
+    pct = value * 100
+    if 0 < pct < 0.1:
+        return "<0.1%"
+    return f"{pct:.0f}%" if pct >= 9.5 else f"{pct:.1f}%"
+
+
+@register.filter
+def roofline(value: float | None) -> str:
+    """floor / time as a share of the link limit: "62% of link limit"."""
+    return f"{percent(value)} of link limit" if _is_number(value) else DASH

@@ -102,3 +102,33 @@ def test_the_read_api_rejects_writes(client, alice, problems, name, args):
 def test_a_submission_rejects_wrong_method(client, alice, submission):
     client.force_login(alice)
     assert client.delete(reverse("api:submission", args=[submission.pk])).status_code == 405
+
+
+def test_a_submission_exposes_roofline_flags_and_environment(client, alice, submission, problems):
+    submission.environment = {"gpu": "NVIDIA H200", "gpu_count": 4}
+    submission.save()
+    submission.results.update(roofline=0.62)
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["all-gather"],
+        speedup=30.0,
+        roofline=1.8,
+        flags=["below_floor"],
+    )
+    client.force_login(alice)
+    data = client.get(reverse("api:submission", args=[submission.pk])).json()
+    results = {r["problem"]: r for r in data["results"]}
+    assert (results["all-reduce"]["roofline"], results["all-reduce"]["flags"]) == (0.62, [])
+    assert results["all-reduce"]["flagged"] is False
+    assert (results["all-gather"]["flags"], results["all-gather"]["flagged"]) == (
+        ["below_floor"],
+        True,
+    )
+    assert data["environment"] == {"gpu": "NVIDIA H200", "gpu_count": 4}
+
+
+def test_the_leaderboard_rows_carry_the_roofline(client, submission):
+    submission.results.update(roofline=0.5)
+    baseline, team = client.get(reverse("api:leaderboard")).json()["rows"]
+    assert baseline["roofline"] is None
+    assert team["roofline"] == 0.5

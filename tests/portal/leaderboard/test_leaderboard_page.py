@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.portal.factories import TeamFactory
-from tests.portal.leaderboard.test_leaderboard_rows import submit
+from tests.portal.factories import ProblemResultFactory, TeamFactory
+from tests.portal.leaderboard.test_leaderboard_rows import flagged, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +38,8 @@ def test_the_category_switcher_links_and_filters(client, ranked):
     assert 'href="?category=tensor"' in page and 'href="?category=collective"' in page
     page = client.get(reverse("leaderboard:home"), {"category": "tensor"}).content.decode()
     assert "Tensor Twins" in page and "Ring Masters" not in page
-    assert '<th colspan="3" class="group">Tensor parallel</th>' in page
+    # The headline group: solved, faster, geomean and roofline.
+    assert '<th colspan="4" class="group">Tensor parallel</th>' in page
     assert "Collective primitives</th>" not in page
 
 
@@ -78,3 +79,34 @@ def test_a_single_category_is_not_repeated_as_its_own_group(client, problems):
     page = client.get(reverse("leaderboard:home")).content.decode()
     assert "Collective primitives</th>" not in page
     assert 'href="?category=collective"' in page
+
+
+def test_the_roofline_column_shows_the_mean_and_is_blank_for_the_baseline(client, problems):
+    submission = submit(TeamFactory(name="Link Lords"), {})
+    for slug, fraction in (("all-reduce", 0.5), ("all-gather", 0.74)):
+        ProblemResultFactory(submission=submission, problem=problems[slug], roofline=fraction)
+    response = client.get(reverse("leaderboard:home"))
+    page = response.content.decode()
+    assert '<th colspan="4" class="group">All problems</th>' in page
+    assert ">Roofline</th>" in page
+    assert '<td class="num">62%</td>' in page
+    [baseline, team] = response.context["board"].rows  # 2 solved of 3: under the baseline
+    assert team.roofline == pytest.approx(0.62) and baseline.roofline is None
+    baseline_row = page[page.index('<tr class="baseline">') :]
+    assert '<td class="num"></td>' in baseline_row[: baseline_row.index("</tr>")]
+
+
+def test_a_team_with_only_a_flagged_result_is_not_ranked(client, problems):
+    submit(TeamFactory(name="Honest Ring"), {problems["all-reduce"]: 1.05})
+    flagged(TeamFactory(name="Too Good"), problems["all-reduce"], speedup=80.0)
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert "Honest Ring" in page and "Too Good" not in page
+
+
+def test_flagged_results_do_not_add_page_queries(client, problems, django_assert_max_num_queries):
+    for i in range(15):
+        team = TeamFactory()
+        submit(team, {problems["all-reduce"]: 1.0 + i})
+        flagged(team, problems["all-gather"], speedup=99.0)
+    with django_assert_max_num_queries(4):
+        assert client.get(reverse("leaderboard:home")).status_code == 200

@@ -158,13 +158,73 @@ def test_passed_without_a_timing_counts_as_solved_but_not_in_the_geomean(p):
     assert (row.score.solved, row.score.faster, row.score.geomean) == (2, 1, 2.0)
 
 
+def flagged(team, problem, *, speedup: float, roofline: float = 1.5, minutes: int = 0):
+    """A passed result faster than the links allow: kept as evidence, never ranked."""
+    submission = SubmissionFactory(
+        team=team, done=True, finished_at=T0 + timedelta(minutes=minutes), problems=[problem.slug]
+    )
+    return ProblemResultFactory(
+        submission=submission,
+        problem=problem,
+        speedup=speedup,
+        roofline=roofline,
+        flags=[ProblemResult.Flag.BELOW_FLOOR],
+    )
+
+
+def test_a_flagged_pass_does_not_count(p):
+    cheat, honest = TeamFactory(name="Cheat"), TeamFactory(name="Honest")
+    flagged(cheat, p["all-reduce"], speedup=50.0)
+    flagged(cheat, p["all-gather"], speedup=50.0)
+    submit(honest, {p["all-reduce"]: 1.1})
+    rows = leaderboard_rows(profile="cpu")
+    assert [(r.rank, r.team_name) for r in rows] == [(None, BASELINE_NAME), (1, "Honest")]
+
+
+def test_a_flagged_pass_does_not_hide_the_teams_real_one(p):
+    team = TeamFactory(name="A")
+    submit(team, {p["all-reduce"]: 1.2}, minutes=1)
+    flagged(team, p["all-reduce"], speedup=40.0, minutes=2)
+    [_, row] = leaderboard_rows(profile="cpu")
+    assert (row.score.solved, row.score.geomean) == (1, 1.2)
+    assert row.reached_at == T0 + timedelta(minutes=1)
+
+
+def test_the_roofline_is_the_mean_over_counted_results_that_have_one(p):
+    team = TeamFactory(name="A")
+    s = submit(team, {})
+    for problem, fraction in (("all-reduce", 0.5), ("all-gather", 0.7), ("tp-linear", None)):
+        ProblemResultFactory(submission=s, problem=p[problem], roofline=fraction)
+    flagged(team, p["all-gather"], speedup=9.0, roofline=3.0)
+    row, baseline = leaderboard_rows(profile="cpu")  # 3 solved at 1.5x: above the baseline
+    assert row.roofline == pytest.approx(0.6)
+    assert baseline.is_baseline and baseline.roofline is None
+
+
+def test_the_roofline_is_blank_without_a_measured_bandwidth(p):
+    submit(TeamFactory(name="CPU"), {p["all-reduce"]: 1.5, p["all-gather"]: 1.0})
+    [_, row] = leaderboard_rows(profile="cpu")
+    assert row.roofline is None
+
+
+def test_a_category_boards_roofline_covers_that_category_only(p):
+    team = TeamFactory(name="A")
+    s = submit(team, {})
+    ProblemResultFactory(submission=s, problem=p["all-reduce"], roofline=0.9)
+    ProblemResultFactory(submission=s, problem=p["tp-linear"], roofline=0.3)
+    [row, _] = leaderboard(profile="cpu", category=Category.TENSOR).rows
+    assert row.roofline == pytest.approx(0.3)
+
+
 @pytest.mark.parametrize("teams", [2, 20])
 def test_the_query_count_does_not_grow_with_teams(p, teams, django_assert_num_queries):
     for i in range(teams):
         team = TeamFactory()
         submit(team, {p["all-reduce"]: 1.0 + i, p["tp-linear"]: "wrong_answer"}, minutes=i)
         submit(team, {p["all-gather"]: 0.5, p["all-reduce"]: 0.9}, minutes=i + 1)
-    assert ProblemResult.objects.count() == 4 * teams
+        flagged(team, p["tp-linear"], speedup=30.0, minutes=i + 2)
+    assert ProblemResult.objects.count() == 5 * teams
     with django_assert_num_queries(2):
         rows = leaderboard_rows(profile="cpu")
     assert len(rows) == teams + 1
+    assert all(r.score.solved == 2 for r in rows[1:])

@@ -227,3 +227,63 @@ def test_cancel_stops_an_active_submission_and_drops_later_results(submission):
     assert (submission.status, submission.reason) == ("cancelled", "withdrawn")
     assert not evaluation_finish(message=finished(submission))
     assert not submission_cancel(submission=submission)
+
+
+# --- roofline and flags -------------------------------------------------------------------
+
+
+def test_finish_records_the_roofline_and_the_flags(submission):
+    fast = Reported(
+        "all-reduce",
+        ProblemStatus.PASSED,
+        4,
+        time_us=10.0,
+        speedup=12.0,
+        roofline=1.4,
+        flags=["below_floor"],
+        cases=[CaseResult("eval-1", "bfloat16", True, time_us=10.0, floor_us=14.0, roofline=1.4)],
+    )
+    slow = Reported("all-gather", ProblemStatus.PASSED, 4, speedup=1.1, roofline=0.62)
+    assert evaluation_finish(message=finished(submission, results=[fast, slow]))
+    results = {r.problem.slug: r for r in submission.results.select_related("problem")}
+    flagged = results["all-reduce"]
+    assert (flagged.roofline, flagged.flags) == (1.4, ["below_floor"])
+    assert flagged.is_flagged
+    assert (flagged.cases[0]["floor_us"], flagged.cases[0]["roofline"]) == (14.0, 1.4)
+    assert (results["all-gather"].roofline, results["all-gather"].flags) == (0.62, [])
+    assert not results["all-gather"].is_flagged
+
+
+def test_a_result_without_a_roofline_keeps_none(submission):
+    assert evaluation_finish(message=finished(submission))
+    result = submission.results.get(problem__slug="all-reduce")
+    assert (result.roofline, result.flags) == (None, [])
+
+
+def test_an_unknown_flag_is_kept_and_still_flags_the_result(submission):
+    odd = Reported("all-reduce", ProblemStatus.PASSED, 4, speedup=2.0, flags=["from_the_future"])
+    assert evaluation_finish(message=finished(submission, results=[odd]))
+    result = submission.results.get()
+    assert result.flags == ["from_the_future"] and result.is_flagged
+    assert result.flag_reasons == ["from_the_future"]
+
+
+def test_finish_rejects_flags_that_are_not_a_list_of_strings(submission):
+    message = finished(submission)
+    message["results"][0]["flags"] = "below_floor"
+    with pytest.raises(ContractError, match="flags"):
+        evaluation_finish(message=message)
+    assert Submission.objects.get(pk=submission.pk).status == Submission.Status.QUEUED
+    assert not submission.results.exists()
+
+
+def test_non_finite_case_values_are_stored_as_none(submission):
+    # jsonb refuses NaN and Infinity: one of them must not lose the whole message.
+    case = CaseResult("eval-1", "float32", False, max_rel_err=float("inf"), roofline=float("nan"))
+    wrong = Reported(
+        "all-reduce", ProblemStatus.WRONG_ANSWER, 4, max_rel_err=float("inf"), cases=[case]
+    )
+    assert evaluation_finish(message=finished(submission, results=[wrong]))
+    result = submission.results.get()
+    assert result.max_rel_err == float("inf")
+    assert (result.cases[0]["max_rel_err"], result.cases[0]["roofline"]) == (None, None)

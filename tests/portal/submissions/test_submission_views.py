@@ -233,3 +233,119 @@ def test_the_admin_requeues_and_cancels_through_the_services(
     submission.refresh_from_db()
     assert submission.status == Submission.Status.CANCELLED
     assert submission.reason == "Cancelled by admin."
+
+
+# --- roofline, flags and the environment ------------------------------------------------
+
+GPU_ENVIRONMENT = {
+    "hostname": "gpu-node-7",
+    "backend": "nccl",
+    "world_size": 4,
+    "torch": "2.11.0+cu130",
+    "python": "3.12.3",
+    "cpu": "AMD EPYC 9554 64-Core Processor",
+    "gpu": "NVIDIA H200",
+    "gpu_count": 4,
+    "cuda": "13.0",
+    "nccl": "2.27.7",
+    "driver": "580.95.05",
+    "topology": ["GPU0-GPU1 NV18", "GPU0-GPU2 NV18"],
+    "peer_bandwidth_gbps": {"one_peer": 388.1, "all_peers": 402.5, "used": 402.5},
+}
+CPU_ENVIRONMENT = {
+    "hostname": "laptop",
+    "backend": "gloo",
+    "world_size": 2,
+    "torch": "2.11.0+cpu",
+    "python": "3.12.3",
+    "cpu": "Intel(R) Core(TM) i7-1365U",
+}
+
+
+@pytest.fixture
+def done(submission):
+    Submission.objects.filter(pk=submission.pk).update(status="done")
+    submission.refresh_from_db()
+    return submission
+
+
+def test_a_flagged_pass_is_shown_as_flagged_with_the_reason(client, alice, done, problems):
+    ProblemResultFactory(
+        submission=done,
+        problem=problems["all-reduce"],
+        speedup=40.0,
+        roofline=2.5,
+        flags=[ProblemResult.Flag.BELOW_FLOOR],
+    )
+    ProblemResultFactory(submission=done, problem=problems["all-gather"], speedup=1.2)
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    assert page.count('<span class="badge flagged"') == 1
+    assert (
+        "Flagged: faster than the links can move its bytes: kept as evidence, not ranked." in page
+    )
+    assert '<td class="num strong flagged">40.00×</td>' in page
+    assert '<td class="num strong faster">1.20×</td>' in page
+
+
+def test_the_roofline_is_shown_per_problem_and_per_case(client, alice, done, problems):
+    case = {
+        "case": "eval-1",
+        "dtype": "bfloat16",
+        "passed": True,
+        "time_us": 80.0,
+        "time_spread_us": 2.0,
+        "ref_time_us": 120.0,
+        "floor_us": 49.6,
+        "roofline": 0.62,
+    }
+    old_case = {"case": "eval-0", "dtype": "float32", "passed": True, "time_us": 10.0}
+    ProblemResultFactory(
+        submission=done, problem=problems["all-reduce"], roofline=0.62, cases=[case, old_case]
+    )
+    ProblemResultFactory(submission=done, problem=problems["all-gather"], roofline=None)
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    assert ">Roofline</th>" in page
+    assert '<td class="num">62% of link limit</td>' in page
+    assert "<summary>Cases of all-reduce (2)</summary>" in page
+    assert "<td>eval-1</td>" in page and "49.6 µs" in page and "± 2.0 µs" in page
+    assert page.count("62% of link limit") == 2
+    assert "Cases of all-gather" not in page  # no cases, no details
+
+
+def test_the_environment_lists_a_gpu_hosts_fingerprint(client, alice, done):
+    Submission.objects.filter(pk=done.pk).update(environment=GPU_ENVIRONMENT)
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    assert "<h2>Environment</h2>" in page
+    for label, value in [
+        ("GPUs", "NVIDIA H200 × 4"),
+        ("Process group", "nccl, 4 ranks"),
+        ("Driver", "580.95.05"),
+        ("CUDA", "13.0"),
+        ("PyTorch", "2.11.0+cu130"),
+        ("NCCL", "2.27.7"),
+        ("Topology", "GPU0-GPU1 NV18\nGPU0-GPU2 NV18"),
+        (
+            "Measured peer bandwidth",
+            "402.5 GB/s, used for the roofline\none peer: 388.1 GB/s\nall peers: 402.5 GB/s",
+        ),
+        ("Host", "gpu-node-7"),
+    ]:
+        assert f"<dt>{label}</dt><dd>{value}</dd>" in page
+
+
+def test_the_environment_reads_well_for_a_cpu_host(client, alice, done):
+    Submission.objects.filter(pk=done.pk).update(environment=CPU_ENVIRONMENT)
+    client.force_login(alice)
+    page = client.get(status_url(done.pk)).content.decode()
+    assert "<dt>CPU</dt><dd>Intel(R) Core(TM) i7-1365U</dd>" in page
+    assert "<dt>Process group</dt><dd>gloo, 2 ranks</dd>" in page
+    assert "<dt>PyTorch</dt><dd>2.11.0+cpu</dd>" in page
+    assert "GPUs" not in page and "Measured peer bandwidth" not in page
+
+
+def test_no_environment_no_section(client, alice, submission):
+    client.force_login(alice)
+    assert "Environment" not in client.get(detail_url(submission.pk)).content.decode()

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from portal.submissions.selectors import Fact, environment_facts
+
+
+def test_the_fingerprint_comes_in_the_order_hosts_are_compared():
+    facts = environment_facts(
+        {
+            "hostname": "h",
+            "cuda": "13.0",
+            "gpu": "NVIDIA H200",
+            "gpu_count": 8,
+            "driver": "580",
+            "torch": "2.11",
+            "nccl": "2.27",
+        }
+    )
+    assert [f.label for f in facts] == ["GPUs", "Driver", "CUDA", "PyTorch", "NCCL", "Host"]
+
+
+def test_unknown_keys_are_shown_as_sent_and_empty_ones_dropped():
+    facts = environment_facts({"python": "3.12", "mig": {"enabled": False}, "cuda": None})
+    assert facts == [Fact("Python", "3.12"), Fact("mig", '{"enabled": false}')]
+
+
+def test_a_bare_bandwidth_number_reads_as_gbps():
+    assert environment_facts({"peer_bandwidth_gbps": 388.14}) == [
+        Fact("Measured peer bandwidth", "388.1 GB/s")
+    ]
+
+
+def test_a_malformed_environment_shows_nothing():
+    assert environment_facts(["not", "a", "dict"]) == []
+    assert environment_facts({}) == []
