@@ -82,8 +82,15 @@ def _check(args: argparse.Namespace) -> int:
     print(_table(results))
     print(
         f"\n{profile.world_size} ranks over {environment['backend']}, {profile.case_kind} cases, "
-        f"torch {environment['torch']} on {environment['hostname']}"
+        f"torch {environment['torch']} on {environment['hostname']}; "
+        f"compile pass {environment.get('compile_s', 0):.1f} s"
     )
+    bandwidth = environment.get("peer_bandwidth_gbps")
+    if bandwidth:
+        print(
+            f"peer bandwidth per GPU: {bandwidth['one_peer']:.0f} GB/s to one peer, "
+            f"{bandwidth['all_peers']:.0f} GB/s to all peers; floors use {bandwidth['used']:.0f}"
+        )
     if args.logs:
         for result in results:
             if result.log:
@@ -102,15 +109,17 @@ def _zip_folder(folder: Path) -> bytes:
 
 
 def _table(results: list[ProblemResult]) -> str:
-    rows = [("problem", "status", "time", "reference", "speedup", "message")]
+    rows = [("problem", "status", "time", "reference", "speedup", "roofline", "message")]
     for r in results:
+        status = str(r.status) + "".join(f" [{flag}]" for flag in r.flags)
         rows.append(
             (
                 r.slug,
-                str(r.status),
+                status,
                 _us(r.time_us),
                 _us(r.ref_time_us),
                 f"{r.speedup:.2f}x" if r.speedup else "-",
+                f"{100 * r.roofline:.0f}%" if r.roofline is not None else "-",
                 r.message.splitlines()[0][:100] if r.message else "",
             )
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import enum
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 CONTRACT_VERSION = 1
@@ -151,6 +151,10 @@ class CaseResult:
     floor_us: float | None = None
     roofline: float | None = None
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseResult:
+        return cls(**_known(cls, data))
+
 
 @dataclass
 class ProblemResult:
@@ -177,12 +181,20 @@ class ProblemResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProblemResult:
         try:
-            fields = dict(data)
-            fields["status"] = ProblemStatus(fields["status"])
-            fields["cases"] = [CaseResult(**c) for c in fields.get("cases", [])]
-            return cls(**fields)
+            values = _known(cls, data)
+            values["status"] = ProblemStatus(values["status"])
+            values["cases"] = [CaseResult.from_json(c) for c in values.get("cases", [])]
+            return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise ContractError(f"problem result: bad field: {exc}") from exc
+
+
+def _known(cls: type, data: Any) -> dict[str, Any]:
+    """The fields of `data` that `cls` has: a newer writer of version 1 may add others."""
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def started_message(*, evaluation_id: str, host: str) -> dict[str, Any]:

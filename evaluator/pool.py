@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
@@ -93,7 +93,7 @@ class RankPool:
             try:
                 conn.send((op, step, payload))
             except (BrokenPipeError, ConnectionResetError, EOFError):
-                raise RankDied(self.kind, rank, _how_it_ended(self.procs[rank])) from None
+                raise RankDied(self.kind, rank, how_it_ended(self.procs[rank])) from None
 
     def ask_to_stop(self) -> None:
         for conn in self.conns:
@@ -116,7 +116,7 @@ class RankPool:
             proc.join(KILL_VERIFY_S)
             if proc.is_alive():
                 log.error("%s rank process %s survived SIGKILL", self.kind, proc.pid)
-        survivors = _wait_groups_empty(self.groups, KILL_VERIFY_S)
+        survivors = wait_groups_empty(self.groups, KILL_VERIFY_S)
         if survivors:
             log.error("processes %s of %s ranks survived SIGKILL", survivors, self.kind)
         for conn in self.conns:
@@ -150,14 +150,14 @@ def gather(
         for ready in wait([*pending, *sentinels], timeout=remaining):
             if ready in sentinels:
                 pool, rank = sentinels[ready]
-                raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank]))
+                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
             if ready not in pending:
                 continue
             pool, rank = pending[ready]
             try:
                 data = json.loads(ready.recv_bytes(MAX_REPLY_BYTES))
             except (EOFError, OSError, ValueError):
-                raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank])) from None
+                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
             if not isinstance(data, dict) or data.get("step") != step:
                 continue  # a stale or forged reply: not an answer to this command
             reply = Reply(pool.kind, rank, data)
@@ -172,10 +172,10 @@ def gather(
 def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
     for ready in wait(list(sentinels), timeout=DEATH_GRACE_S):
         pool, rank = sentinels[ready]
-        raise RankDied(pool.kind, rank, _how_it_ended(pool.procs[rank]))
+        raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
 
 
-def _how_it_ended(proc: Any) -> str:
+def how_it_ended(proc: Any) -> str:
     proc.join(DEATH_GRACE_S)
     code = proc.exitcode
     if code is None:
@@ -258,7 +258,7 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-def _wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
+def wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
     # Polling the kernel's view is the only way to see grandchildren we are not parent of.
     end = time.monotonic() + timeout_s
     while True:
@@ -288,8 +288,16 @@ class RankPools:
     restarts both.
     """
 
-    def __init__(self, *, world_size: int, backend: str, scratch: Path) -> None:
+    def __init__(
+        self,
+        *,
+        world_size: int,
+        backend: str,
+        scratch: Path,
+        candidate_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.world_size = world_size
+        self.candidate_env = dict(candidate_env or {})
         self.backend = backend
         self.scratch = scratch
         self.logs = scratch / "logs"
@@ -352,6 +360,7 @@ class RankPools:
             peer=peer,
             threads=max(1, (os.cpu_count() or 1) // self.world_size),
             log_path=str(self.log_path(rank)) if kind == "candidate" else None,
+            env=self.candidate_env if kind == "candidate" else {},
         )
         return (setup,)
 
@@ -422,7 +431,7 @@ class RankPools:
     def logs_since(self, marks: list[int]) -> str:
         parts = []
         for rank, mark in enumerate(marks):
-            text = _read_from(self.log_path(rank), mark)
+            text = read_log(self.log_path(rank), mark)
             if text.strip():
                 parts.append(f"--- rank {rank} ---\n{text.rstrip()}\n")
         return cap_log("".join(parts))
@@ -439,7 +448,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_from(path: Path, offset: int, limit: int = 64 * 1024) -> str:
+def read_log(path: Path, offset: int, limit: int = 64 * 1024) -> str:
     """What a log gained after `offset`; only its head and tail when that is long."""
     size = _size(path)
     if size <= offset:

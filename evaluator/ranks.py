@@ -24,7 +24,7 @@ import resource
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
@@ -62,6 +62,7 @@ class RankSetup:
     peer: Connection  # the judge's read end or the candidate's write end of their pipe
     threads: int
     log_path: str | None = None  # candidates only
+    env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
 
 
 def judge_main(conn: Connection, setup: RankSetup) -> None:
@@ -74,12 +75,10 @@ def candidate_main(conn: Connection, setup: RankSetup) -> None:
 
 def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> None:
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
-    _die_with_parent()
+    die_with_parent()
+    os.environ.update(setup.env)
     if setup.log_path:
-        _redirect_output(setup.log_path)
-        resource.setrlimit(
-            resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES)
-        )
+        confine_output(setup.log_path)
     torch.set_num_threads(setup.threads)
     device = _init_distributed(setup)
     worker = worker_class(setup, device)
@@ -98,7 +97,7 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
             _reply(conn, {"step": step, "ok": True})
             continue
         reply = worker.handle(op, payload)
-        _flush()
+        flush()
         _reply(conn, {"step": step, **reply})
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
@@ -138,6 +137,10 @@ class _Judge(_Worker):
                 return {"ok": True}
             if op == "ping":
                 return {"ok": True}
+            if op == "probe":
+                from evaluator.probe import measure_peer_bandwidth
+
+                return {"ok": True, "bandwidth": measure_peer_bandwidth()}
             if op == "check":
                 return self._check(Case.from_json(payload["case"]), payload["seed"])
             if op == "time":
@@ -145,7 +148,7 @@ class _Judge(_Worker):
             raise ValueError(f"unknown command {op!r}")
         except Exception as exc:
             traceback.print_exc()
-            return {"ok": False, "error": _describe(exc), "traceback": traceback.format_exc()}
+            return {"ok": False, "error": describe(exc), "traceback": traceback.format_exc()}
 
     def _check(self, case: Case, seed: int) -> dict[str, Any]:
         assert self.problem is not None
@@ -233,32 +236,32 @@ class _Candidate(_Worker):
             return {
                 "ok": False,
                 "phase": phase,
-                "error": _describe(exc),
+                "error": describe(exc),
                 "traceback": traceback.format_exc(),
             }
 
     def _load(self, payload: dict[str, Any]) -> dict[str, Any]:
         self.problem = payload["problem"]
-        path = Path(payload["path"])
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))  # so that `import _helper` works
-        os.chdir(path.parent)  # files a solution writes land in the scratch directory
-        spec = importlib.util.spec_from_file_location(payload["module"], path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path.name}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[payload["module"]] = module
-        spec.loader.exec_module(module)
-        solution = getattr(module, "solution", None)
-        if not callable(solution):
-            raise TypeError(f"{path.name} defines no callable solution")
-        self.solution = solution
+        self.solution = import_solution(Path(payload["path"]), payload["module"])
         return {"ok": True}
 
     def _call(self, case: Case, seed: int) -> Any:
-        out = self.solution(**self.inputs(case, seed))
+        inputs = self.inputs(case, seed)
+        self._poison(2 * sum(_nbytes(v) for v in inputs.values()))
+        out = self.solution(**inputs)
         self.synchronize()
         return out
+
+    def _poison(self, nbytes: int) -> None:
+        # The caching allocator hands a freed block to the next request that fits, on the
+        # same stream: a solution's torch.empty(...) for its outputs likely lands in these
+        # 0xFF bytes (NaN for floats, -1 for integers), so an element it never writes fails
+        # the comparison instead of passing on a previous run's leftovers. Not on CPU,
+        # where malloc gives no such reuse to count on. Poisoning is best effort: a GPU too
+        # full for the block is no fault of the solution's.
+        if self.device.type == "cuda" and nbytes:
+            with contextlib.suppress(torch.OutOfMemoryError):
+                torch.empty(nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
 
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
         case = Case.from_json(payload["case"])
@@ -318,7 +321,34 @@ def _init_distributed(setup: RankSetup) -> torch.device:
     return device
 
 
-def _die_with_parent() -> None:
+def import_solution(path: Path, module_name: str) -> Any:
+    """Import a bundle file as `module_name`, from its own folder; returns its `solution`."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # so that `import _helper` works
+    os.chdir(path.parent)  # files a solution writes land in the scratch directory
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path.name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    solution = getattr(module, "solution", None)
+    if not callable(solution):
+        raise TypeError(f"{path.name} defines no callable solution")
+    return solution
+
+
+def confine_output(log_path: str) -> None:
+    """Bundle code's output goes to its log; no file it writes grows past the cap."""
+    _redirect_output(log_path)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES))
+
+
+def _nbytes(value: Any) -> int:
+    return value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 0
+
+
+def die_with_parent() -> None:
     # If the evaluator itself is killed (Celery's hard time limit), its ranks follow.
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -334,13 +364,13 @@ def _redirect_output(path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
 
 
-def _flush() -> None:
+def flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

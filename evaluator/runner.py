@@ -8,12 +8,9 @@ in this process: ranks get derived trial seeds only.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import platform
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -24,9 +21,14 @@ from typing import Any
 import torch
 
 from evaluator.bundle import Bundle
+from evaluator.compile import ImportFailure, import_solutions
 from evaluator.contract import CaseResult, ProblemResult, ProblemStatus
+from evaluator.environment import environment_fingerprint, host_key
 from evaluator.pool import EvaluatorError, PoolTimeout, RankDied, RankPools, Reply
+from evaluator.probe import apply_roofline
 from evaluator.profiles import HardwareProfile
+from evaluator.ranks import NO_MULTICAST
+from evaluator.runtime import EXTENSION_CACHE_ENV
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings
 from evaluator.timing import TimingSummary, last_input_index, summarize
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 
 # Reference timings of this process, keyed by everything the time depends on.
 REFERENCE_TIMES: dict[tuple[Any, ...], TimingSummary] = {}
+# The host's peer bandwidth (GB/s) by (profile, world size), measured once per process.
+PEER_BANDWIDTH: dict[tuple[str, int], dict[str, float]] = {}
+# The rendezvous of symmetric memory alone takes ~3 s the first time.
+PROBE_TIMEOUT_S = 120.0
 
 Progress = Callable[[int, int, str], None]
 
@@ -61,14 +67,14 @@ def evaluate_bundle(
     environment = environment_fingerprint(profile)
     settings.scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
-    pools = RankPools(world_size=profile.world_size, backend=profile.backend, scratch=scratch)
+    env = candidate_environment(scratch)
+    pools = RankPools(
+        world_size=profile.world_size, backend=profile.backend, scratch=scratch, candidate_env=env
+    )
     try:
         bundle.write_to(scratch / "bundle")
-        results = []
-        for done, slug in enumerate(slugs):
-            if on_progress:
-                on_progress(done, len(slugs), slug)
-            run = _ProblemRun(
+        runs = [
+            _ProblemRun(
                 slug=slug,
                 problem=catalog.get(slug),
                 bundle=bundle,
@@ -76,10 +82,35 @@ def evaluate_bundle(
                 profile=profile,
                 settings=settings,
                 evaluation_id=evaluation_id,
+                host=host_key(environment),
             )
+            for slug in slugs
+        ]
+        runnable = [run for run in runs if not run.why_not_run()]
+        began = time.monotonic()
+        failures = import_solutions(
+            {run.filename: run.module for run in runnable},
+            folder=scratch / "bundle",
+            env=env,
+            logs=pools.logs,
+            timeout_s=settings.problem_timeout_s,
+        )
+        environment["compile_s"] = round(time.monotonic() - began, 3)
+        for run in runnable:
+            run.import_failure = failures.get(run.filename)
+        if any(run.import_failure is None for run in runnable):
+            bandwidth = peer_bandwidth(pools, profile, settings)
+            if bandwidth is not None:
+                environment["peer_bandwidth_gbps"] = bandwidth
+                for run in runs:
+                    run.bandwidth_gbps = bandwidth["used"]
+        results = []
+        for done, run in enumerate(runs):
+            if on_progress:
+                on_progress(done, len(runs), run.slug)
             results.append(run.evaluate())
         if on_progress:
-            on_progress(len(slugs), len(slugs), "")
+            on_progress(len(runs), len(runs), "")
         return results, environment
     finally:
         pools.stop()
@@ -89,6 +120,49 @@ def evaluate_bundle(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def candidate_environment(scratch: Path) -> dict[str, str]:
+    """Variables of every process that runs bundle code, compile pass included.
+
+    Build caches live in the evaluation's scratch directory: one team's bundle must never
+    find a build planted by another's (a shared cache would let it).
+    """
+    return {
+        EXTENSION_CACHE_ENV: str(scratch / "extensions"),
+        "TRITON_CACHE_DIR": str(scratch / "triton"),
+        **NO_MULTICAST,
+    }
+
+
+def peer_bandwidth(
+    pools: RankPools, profile: HardwareProfile, settings: Settings
+) -> dict[str, float] | None:
+    """The peer bandwidth of this host, measured once per process by the judge ranks.
+
+    None on gloo, or when the measurement failed (then no result gets a roofline).
+    """
+    if profile.backend != "nccl":
+        return None
+    key = (profile.name, profile.world_size)
+    if key not in PEER_BANDWIDTH:
+        pools.ensure_started()
+        try:
+            replies = pools.command(
+                judge=("probe", {}), timeout_s=max(PROBE_TIMEOUT_S, settings.problem_timeout_s)
+            )
+        except (RankDied, PoolTimeout) as exc:
+            log.error("peer bandwidth probe failed: %s", exc)
+            pools.kill()
+            return None
+        if not all(r.data.get("ok") for r in replies):
+            log.error("peer bandwidth probe failed: %s", [r.data.get("error") for r in replies])
+            pools.kill()
+            return None
+        measured = replies[0].data["bandwidth"]
+        PEER_BANDWIDTH[key] = {k: float(measured[k]) for k in ("one_peer", "all_peers", "used")}
+        log.info("peer bandwidth of %s: %s GB/s", profile.name, PEER_BANDWIDTH[key])
+    return dict(PEER_BANDWIDTH[key])
+
+
 def cases_for(problem: Problem, kind: str, settings: Settings) -> tuple[Case, ...]:
     """The cases of `kind` ("dev" or "eval"); a host's private eval cases replace the demo."""
     if kind == "eval" and settings.eval_cases is not None:
@@ -96,32 +170,6 @@ def cases_for(problem: Problem, kind: str, settings: Settings) -> tuple[Case, ..
             return settings.eval_cases[problem.slug]
         log.warning("PKB_EVAL_CASES_FILE has no cases for %s; using the demo set", problem.slug)
     return problem.cases(kind)
-
-
-def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "backend": profile.backend,
-        "world_size": profile.world_size,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cpu": _cpu_model(),
-    }
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-        env["gpu_count"] = torch.cuda.device_count()
-        env["cuda"] = torch.version.cuda
-        with contextlib.suppress(Exception):
-            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-    return env
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def _check_host(profile: HardwareProfile) -> None:
@@ -165,6 +213,9 @@ class _ProblemRun:
     profile: HardwareProfile
     settings: Settings
     evaluation_id: str
+    host: tuple[Any, ...] = ()  # environment.host_key: part of the reference time's key
+    import_failure: ImportFailure | None = None  # from the compile pass
+    bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
     deadline: float = 0.0
     result: ProblemResult = field(init=False)
 
@@ -177,10 +228,20 @@ class _ProblemRun:
     def filename(self) -> str:
         return self.bundle.solutions[self.slug]
 
+    @property
+    def module(self) -> str:
+        return "pkb_solution_" + "".join(c if c.isalnum() else "_" for c in self.slug)
+
     def evaluate(self) -> ProblemResult:
-        reason = self._why_not_run()
+        reason = self.why_not_run()
         if reason:
             self.result.status, self.result.message = ProblemStatus.NOT_RUN, reason
+            return self.result
+        if self.import_failure is not None:
+            self.result.status = ProblemStatus.COMPILE_ERROR
+            self.result.message = f"{self.filename} failed to import: {self.import_failure.error}"
+            self.result.log = self.import_failure.log
+            log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
             return self.result
         assert self.problem is not None
         self.pools.ensure_started()
@@ -203,7 +264,7 @@ class _ProblemRun:
         log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
         return self.result
 
-    def _why_not_run(self) -> str:
+    def why_not_run(self) -> str:
         if self.problem is None:
             return f"unknown problem {self.slug!r} on this host"
         if self.slug not in self.bundle.solutions:
@@ -264,12 +325,9 @@ class _ProblemRun:
         return _Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} raised {error}")
 
     def _load(self) -> None:
-        module = "pkb_solution_" + "".join(c if c.isalnum() else "_" for c in self.slug)
         path = self.pools.scratch / "bundle" / self.filename
-        self._command(
-            judge=("load", {"problem": self.problem}),
-            candidate=("load", {"problem": self.problem, "path": str(path), "module": module}),
-        )
+        order = {"problem": self.problem, "path": str(path), "module": self.module}
+        self._command(judge=("load", {"problem": self.problem}), candidate=("load", order))
 
     def _seed(self, case: Case, *parts: object) -> int:
         return trial_seed(
@@ -360,9 +418,7 @@ class _ProblemRun:
             case.dtype,
             tuple(sorted(case.params.items())),
             self.profile.world_size,
-            self.profile.backend,
-            torch.__version__,
-            socket.gethostname(),
+            *self.host,
         )
         cached = REFERENCE_TIMES.get(key)
         if cached is not None:
@@ -385,6 +441,7 @@ class _ProblemRun:
             self.result.speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
         self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
+        apply_roofline(self.result, self.bandwidth_gbps)
 
 
 def _num(value: Any) -> float:

@@ -8,10 +8,15 @@ rank must make it, with the same arguments) and pays the rendezvous (~3 s on H20
 calls return the same buffer at no cost, so call it inside `solution` freely.
 
 `load_cuda(name, cuda_source=..., cpp_source=..., functions=[...])` compiles a CUDA
-extension once per content hash into a cache shared by every rank of the host: the first
-rank compiles, the others wait for it and load the result. Call it at module import time:
-the evaluator imports every solution in parallel before any rank starts, so bundles with
-many CUDA problems compile on all cores at once and nothing is compiled while timed.
+extension once per content hash into the evaluation's own cache (PKB_EXTENSION_CACHE, in
+its scratch directory: no bundle ever loads another's build); whoever comes first
+compiles, the others wait for it and load the result. Call it at module import time: the
+evaluator imports every solution file once, each in a process of its own and all in
+parallel (evaluator.compile), before any rank starts, so bundles with many CUDA problems
+compile on all cores at once, the ranks' own imports load the cached builds, and nothing
+is compiled while timed. That first import has no process group: keep collectives,
+`symm_buffer` and anything else that needs the peers out of module-level code. A file
+that fails to import there is a compile error and never runs on the ranks.
 
 NVLink multicast stays off on shared hosts: the evaluator sets NCCL_NVLS_ENABLE=0,
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 for every rank; do not call

@@ -34,6 +34,10 @@ CATALOG: dict[str, Problem] = {
             "ar-hangs",
             "ar-after-failures",
             "ar-absent",
+            "ar-imports-a",
+            "ar-imports-b",
+            "ar-imports-fail",
+            "ar-imports-hang",
         )
     },
 }
@@ -136,3 +140,43 @@ def solution(x):
     dist.all_reduce(out)
     return out
 """
+
+# Notes every import in a file of the working directory: which process, and what it saw.
+RECORDS_IMPORT = """
+import json
+import os
+import torch.distributed as dist
+
+with open("imported-" + __name__, "a") as f:
+    record = {
+        "pid": os.getpid(),
+        "ranked": dist.is_initialized(),
+        "cache": os.environ.get("PKB_EXTENSION_CACHE"),
+        "cwd": os.getcwd(),
+    }
+    f.write(json.dumps(record) + "\\n")
+"""
+
+IMPORTS_AND_REDUCES = RECORDS_IMPORT + ALL_REDUCE_PLAIN
+
+IMPORT_RAISES = (
+    RECORDS_IMPORT
+    + """
+raise RuntimeError("refusing to import")
+
+def solution(x):
+    return x
+"""
+)
+
+IMPORT_HANGS = (
+    RECORDS_IMPORT
+    + """
+import threading
+
+threading.Event().wait()
+
+def solution(x):
+    return x
+"""
+)

@@ -1,0 +1,111 @@
+"""The compile pass: each solution file imported once, in a process of its own, before the ranks.
+
+One bundle, evaluated once on 2 gloo ranks: two files that import and pass, one whose
+import raises, one whose import hangs. Every import appends a record of the process it ran
+in to a file in its working directory; the scratch directory is kept to read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator.bundle import read_bundle
+from evaluator.contract import ProblemStatus
+from evaluator.pool import pid_running
+from evaluator.profiles import get_profile
+from evaluator.runner import evaluate_bundle
+from evaluator.settings import load_settings
+from tests.evaluator import samples
+from tests.evaluator.archives import make_zip
+
+TIMEOUT_S = 6
+WORLD_SIZE = 2
+SLUGS = ["ar-imports-a", "ar-imports-b", "ar-imports-fail", "ar-imports-hang"]
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    scratch_dir = tmp_path_factory.mktemp("scratch")
+    files = {
+        "ar-imports-a.py": samples.IMPORTS_AND_REDUCES,
+        "ar-imports-b.py": samples.IMPORTS_AND_REDUCES,
+        "ar-imports-fail.py": samples.IMPORT_RAISES,
+        "ar-imports-hang.py": samples.IMPORT_HANGS,
+    }
+    bundle = read_bundle("b.zip", make_zip(files), known_slugs=samples.CATALOG)
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+        trials=1,
+        warmup=0,
+        iters=2,
+        problem_timeout_s=TIMEOUT_S,
+        scratch_dir=scratch_dir,
+        keep_scratch=True,
+    )
+    results, environment = evaluate_bundle(
+        bundle,
+        slugs=SLUGS,
+        profile=dataclasses.replace(get_profile("cpu"), world_size=WORLD_SIZE),
+        settings=settings,
+        evaluation_id="test-compile",
+        problems=samples.CATALOG,
+    )
+    [scratch] = scratch_dir.glob("pkb-eval-*")
+    return {r.slug: r for r in results}, environment, scratch
+
+
+def records(scratch: Path, slug: str) -> list[dict]:
+    path = scratch / "bundle" / f"imported-pkb_solution_{slug.replace('-', '_')}"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_files_that_import_are_imported_once_more_by_each_rank(evaluated):
+    results, _, scratch = evaluated
+    for slug in ("ar-imports-a", "ar-imports-b"):
+        assert results[slug].status == ProblemStatus.PASSED, results[slug].message
+        seen = records(scratch, slug)
+        assert [r["ranked"] for r in seen] == [False] + [True] * WORLD_SIZE
+
+
+def test_each_file_is_imported_in_a_process_of_its_own(evaluated):
+    _, _, scratch = evaluated
+    a, b = records(scratch, "ar-imports-a"), records(scratch, "ar-imports-b")
+    assert a[0]["pid"] != b[0]["pid"]
+    ranks = {r["pid"] for r in a[1:]}
+    assert len(ranks) == WORLD_SIZE and not ranks & {a[0]["pid"], b[0]["pid"]}
+
+
+def test_imports_and_ranks_share_the_evaluations_own_extension_cache(evaluated):
+    _, _, scratch = evaluated
+    seen = records(scratch, "ar-imports-a") + records(scratch, "ar-imports-b")
+    assert {r["cache"] for r in seen} == {str(scratch / "extensions")}
+    assert {r["cwd"] for r in seen} == {str(scratch / "bundle")}
+
+
+def test_an_import_that_raises_is_a_compile_error_and_never_reaches_the_ranks(evaluated):
+    results, _, scratch = evaluated
+    result = results["ar-imports-fail"]
+    assert result.status == ProblemStatus.COMPILE_ERROR
+    assert result.message == (
+        "ar-imports-fail.py failed to import: RuntimeError: refusing to import"
+    )
+    assert "Traceback" in result.log and result.cases == []
+    assert [r["ranked"] for r in records(scratch, "ar-imports-fail")] == [False]
+
+
+def test_an_import_that_hangs_is_a_compile_error_and_is_killed(evaluated):
+    results, _, scratch = evaluated
+    result = results["ar-imports-hang"]
+    assert result.status == ProblemStatus.COMPILE_ERROR
+    assert result.message == f"ar-imports-hang.py failed to import: took longer than {TIMEOUT_S} s"
+    [record] = records(scratch, "ar-imports-hang")
+    assert not pid_running(record["pid"])
+
+
+def test_the_compile_pass_time_is_in_the_environment(evaluated):
+    _, environment, _ = evaluated
+    assert environment["compile_s"] > 0

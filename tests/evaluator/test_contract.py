@@ -1,0 +1,44 @@
+"""Readers of the contract: version 1 may gain fields, and old readers must keep working."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.contract import CaseResult, ContractError, ProblemResult, ProblemStatus
+
+
+def result_json(**extra) -> dict:
+    result = ProblemResult(
+        slug="all-reduce",
+        status=ProblemStatus.PASSED,
+        world_size=2,
+        roofline=0.5,
+        flags=["below_floor"],
+        cases=[CaseResult(case="c", dtype="float32", passed=True, time_us=2.0, floor_us=1.0)],
+    )
+    return result.to_json() | extra
+
+
+def test_a_result_reads_back_what_it_wrote():
+    data = result_json()
+    assert ProblemResult.from_json(data).to_json() == data
+
+
+def test_readers_ignore_fields_they_do_not_know():
+    data = result_json(energy_joules=3.5)
+    data["cases"][0]["l2_hit_rate"] = 0.9
+    result = ProblemResult.from_json(data)
+    assert result.roofline == 0.5 and result.flags == ["below_floor"]
+    assert result.cases[0] == CaseResult(
+        case="c", dtype="float32", passed=True, time_us=2.0, floor_us=1.0
+    )
+    assert CaseResult.from_json({"case": "c", "dtype": "int32", "passed": False, "new": 1})
+
+
+def test_a_missing_required_field_is_still_an_error():
+    data = result_json()
+    del data["status"]
+    with pytest.raises(ContractError):
+        ProblemResult.from_json(data)
+    with pytest.raises(ContractError):
+        ProblemResult.from_json(result_json(cases=[{"dtype": "float32"}]))
