@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import io
 import logging
+import os
 import sys
 import uuid
 import zipfile
@@ -47,14 +48,23 @@ def main(argv: list[str] | None = None) -> int:
     return _check(args)
 
 
+def _with_profile(profile: str | None) -> dict[str, str]:
+    """The environment, with --profile in place of PKB_PROFILE: a profile brings its own
+    timing defaults (GPU profiles warm up and iterate more than CPU ones)."""
+    env = dict(os.environ)
+    if profile:
+        env["PKB_PROFILE"] = profile
+    return env
+
+
 def _check(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        settings = load_settings()
+        settings = load_settings(_with_profile(args.profile))
     except SettingsError as exc:
         print(f"bad setting: {exc}", file=sys.stderr)
         return 2
-    profile = get_profile(args.profile or settings.profile)
+    profile = get_profile(settings.profile)
     if args.world_size:
         profile = dataclasses.replace(profile, world_size=args.world_size)
     if args.cases:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.__main__ import _zip_folder
+from evaluator.__main__ import _with_profile, _zip_folder
 from evaluator.bundle import Bundle, read_bundle
 from evaluator.compare import compare
 from evaluator.contract import ProblemResult
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.update(NO_MULTICAST)
 
-    settings = load_settings()
-    profile = get_profile(args.profile or settings.profile)
+    settings = load_settings(_with_profile(args.profile))
+    profile = get_profile(settings.profile)
     if args.cases:
         profile = dataclasses.replace(profile, case_kind=args.cases)
     bundle = _bundle(args.bundle)

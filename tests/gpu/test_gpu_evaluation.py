@@ -40,7 +40,7 @@ def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None):
     data = _zip_folder(files) if isinstance(files, Path) else _zip(files)
     bundle = read_bundle("bundle.zip", data, known_slugs=SLUGS)
     settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "gpu-tests", "PKB_PROFILE": "h200x2"}),
+        load_settings({"PKB_SEED_SECRET": "gpu-tests-seed-secret-0123", "PKB_PROFILE": "h200x2"}),
         trials=2,
         warmup=2,
         iters=10,
