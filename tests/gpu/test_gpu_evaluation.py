@@ -127,3 +127,11 @@ def solution(x):
     results, _ = _evaluate(files, 2, slugs=["all-reduce", "broadcast"])
     assert results["all-reduce"].status == ProblemStatus.TIMEOUT
     assert results["broadcast"].status == ProblemStatus.PASSED, results["broadcast"].message
+
+
+def test_cuda_extensions_are_built_by_the_compile_pass_and_pass():
+    results, environment = _evaluate(EXAMPLES / "cuda", 2)
+    for slug, result in results.items():
+        assert result.status == ProblemStatus.PASSED, (slug, result.message, result.log[-3000:])
+    assert environment["compile_s"] > 1.0, "the compile pass built the two extensions"
+    print(f"\ncompile pass, two CUDA extensions in parallel: {environment['compile_s']:.1f} s")
