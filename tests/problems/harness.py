@@ -1,0 +1,103 @@
+"""Runs problems' references in real gloo rank processes, for comparison with plain math.
+
+    outputs = run_references(slugs, world_size, tmp_dir)   # {(slug, case): [per rank]}
+    check_against(slug, world_size, outputs, expected_fn)
+
+`expected_fn(inputs, world_size)` gets every rank's inputs (regenerated here from the same
+seed) and returns every rank's expected output: single-process math written without
+torch.distributed and independently of the reference, so a wrong reference is caught.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from problems import InputContext, get_problem
+
+SEED = 20261122
+
+Inputs = list[dict]  # one dict of inputs per rank
+Output = torch.Tensor | tuple[torch.Tensor, ...]
+Expected = Callable[[Inputs, int], Sequence[Output]]
+
+
+def rank_inputs(slug: str, case_name: str, rank: int, world_size: int, seed: int = SEED) -> dict:
+    problem = get_problem(slug)
+    case = next(c for c in (*problem.dev_cases,) if c.name == case_name)
+    ctx = InputContext(rank=rank, world_size=world_size, dtype=case.dtype, device="cpu", seed=seed)
+    return problem.make_inputs(case, ctx)
+
+
+def _rank_main(rank: int, world_size: int, slugs: list[str], rendezvous: str, queue) -> None:
+    dist.init_process_group(
+        "gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size
+    )
+    outputs = {}
+    for slug in slugs:
+        for case in get_problem(slug).dev_cases:
+            inputs = rank_inputs(slug, case.name, rank, world_size)
+            outputs[(slug, case.name)] = get_problem(slug).reference(**inputs)
+    dist.destroy_process_group()
+    # Bytes, not tensors: a tensor crosses processes as a shared-memory handle that dies
+    # with this process, which may exit before the parent reads it.
+    buffer = io.BytesIO()
+    torch.save(outputs, buffer)
+    queue.put((rank, buffer.getvalue()))
+
+
+def run_references(slugs: list[str], world_size: int, tmp_dir: Path) -> dict:
+    """Every dev case of every slug, in one process group: {(slug, case): [per rank]}."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    rendezvous = tmp_dir / "store"
+    procs = [
+        ctx.Process(target=_rank_main, args=(r, world_size, slugs, str(rendezvous), queue))
+        for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    by_rank = {}
+    for _ in procs:
+        rank, data = queue.get(timeout=300)
+        by_rank[rank] = torch.load(io.BytesIO(data))
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    return {k: [by_rank[r][k] for r in range(world_size)] for k in by_rank[0]}
+
+
+def _as_tuple(value: Output) -> tuple[torch.Tensor, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def check_against(slug: str, world_size: int, outputs: dict, expected: Expected) -> None:
+    """Assert the reference's outputs equal the math's, within the problem's tolerance."""
+    problem = get_problem(slug)
+    for case in problem.dev_cases:
+        inputs = [rank_inputs(slug, case.name, r, world_size) for r in range(world_size)]
+        want_all = expected(inputs, world_size)
+        got_all = outputs[(slug, case.name)]
+        assert len(got_all) == len(want_all) == world_size
+        tol = problem.tolerance(case.dtype)
+        for rank, (got, want) in enumerate(zip(got_all, want_all, strict=True)):
+            got_t, want_t = _as_tuple(got), _as_tuple(want)
+            assert len(got_t) == len(want_t), f"{slug} {case.name} rank {rank}: output count"
+            for i, (g, w) in enumerate(zip(got_t, want_t, strict=True)):
+                where = f"{slug} {case.name} rank {rank} output {i}"
+                assert g.shape == w.shape, f"{where}: shape {tuple(g.shape)} vs {tuple(w.shape)}"
+                if not g.is_floating_point():
+                    assert torch.equal(g, w.to(g.dtype)), f"{where}: integer outputs differ"
+                    continue
+                torch.testing.assert_close(
+                    g.double(),
+                    w.double(),
+                    atol=tol.atol,
+                    rtol=tol.rtol,
+                    msg=lambda m, where=where: f"{where}: {m}",
+                )
