@@ -1,0 +1,1 @@
+"""Context parallelism: long sequences split across ranks for attention and scans."""

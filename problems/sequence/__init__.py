@@ -1,0 +1,1 @@
+"""Sequence parallelism: activations split along the sequence between TP regions."""

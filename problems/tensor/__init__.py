@@ -1,0 +1,1 @@
+"""Tensor parallelism: layers split across ranks along hidden or head dimensions."""

@@ -1,0 +1,1 @@
+"""Vocab parallelism: embedding and LM-head matrices split along the vocabulary."""
