@@ -19,6 +19,7 @@ from evaluator.profiles import HardwareProfile
 from evaluator.runner import evaluate_bundle
 from evaluator.settings import load_settings
 from problems.registry import all_problems
+from tests.evaluator.archives import make_zip
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -37,7 +38,7 @@ def _profile(world_size: int) -> HardwareProfile:
 
 
 def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None):
-    data = _zip_folder(files) if isinstance(files, Path) else _zip(files)
+    data = _zip_folder(files) if isinstance(files, Path) else make_zip(files)
     bundle = read_bundle("bundle.zip", data, known_slugs=SLUGS)
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "gpu-tests-seed-secret-0123", "PKB_PROFILE": "h200x2"}),
@@ -54,17 +55,6 @@ def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None):
         evaluation_id=str(uuid.uuid4()),
     )
     return {r.slug: r for r in results}, environment
-
-
-def _zip(files: dict[str, bytes]) -> bytes:
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return buffer.getvalue()
 
 
 WORLD_SIZES = [w for w in (2, 4) if w <= GPUS]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,12 @@ from django.urls import reverse
 from portal.accounts.services import team_create
 from portal.problems.services import problems_sync
 from portal.submissions.models import Submission
+from tests.evaluator.archives import make_zip
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch"
 DEADLINE_S = 300
-
-
-def _zip(files: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return buffer.getvalue()
 
 
 def _example_bundle(*, broken: str | None = None) -> bytes:
@@ -35,7 +27,7 @@ def _example_bundle(*, broken: str | None = None) -> bytes:
         files[f"{broken}.py"] += (
             "\n\n_right = solution\n\ndef solution(*a, **k):\n    return _right(*a, **k) * 2\n"
         )
-    return _zip(files)
+    return make_zip(files)
 
 
 def _wait_until_finished(submission_id: int, logs: dict[str, Path]) -> Submission:
