@@ -48,6 +48,7 @@ _FACT_LABELS = {
     "cpu": "CPU",
     "python": "Python",
     "hostname": "Host",
+    "compile_s": "Compile pass",
 }
 _SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
 FACT_CAP_CHARS = 500
@@ -72,6 +73,14 @@ def _bandwidth(value: Any) -> str:
     parts = [f"{gbps(value['used'])}, used for the roofline"] if "used" in value else []
     parts += [f"{k.replace('_', ' ')}: {gbps(v)}" for k, v in value.items() if k != "used"]
     return "\n".join(parts)
+
+
+def _fact_value(key: str, value: Any) -> str:
+    if key == "peer_bandwidth_gbps":
+        return _bandwidth(value)
+    if key == "compile_s" and isinstance(value, int | float):
+        return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
+    return _text(value)
 
 
 def _hardware(env: dict[str, Any]) -> list[Fact]:
@@ -101,8 +110,7 @@ def environment_facts(environment: Any) -> list[Fact]:
     facts = _hardware(env)
     for key, label in _FACT_LABELS.items():
         if key in env:
-            value = _bandwidth(env[key]) if key == "peer_bandwidth_gbps" else _text(env[key])
-            facts.append(Fact(label, value))
+            facts.append(Fact(label, _fact_value(key, env[key])))
     for key, value in env.items():
         if key not in _FACT_LABELS and key not in _SHOWN_ELSEWHERE:
             facts.append(Fact(str(key), _text(value)))

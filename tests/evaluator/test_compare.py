@@ -49,7 +49,7 @@ def test_the_message_names_the_worst_element_and_the_tolerance():
     assert not verdict.ok
     assert verdict.message == (
         "output 0: 2 of 6 elements differ; worst at index [1, 2]: got 0.5, expected 0 "
-        "(abs err 0.5, rel err 0; atol 0.001, rtol 0.01)"
+        "(abs err 0.5; atol 0.001, rtol 0.01)"
     )
     assert verdict.max_abs_err == 0.5
 
@@ -105,3 +105,14 @@ def test_output_count_must_match():
     assert verdict.message == "1 outputs but the reference returns 2"
     verdict = compare(expected, (torch.zeros(2), torch.ones(3)), TOL)
     assert verdict.message.startswith("output 1: 3 of 3 elements differ")
+
+
+def test_relative_error_is_reported_only_where_values_exceed_atol():
+    # A passing bf16-style sum whose expected value is near zero: the absolute tolerance
+    # governs there, so the summary must not report a relative error of several units.
+    expected = torch.tensor([0.008, 2.0, -3.0], dtype=torch.float64)
+    actual = torch.tensor([0.04, 2.01, -3.0], dtype=torch.float64)
+    verdict = compare(expected, actual, Tolerance(atol=0.125, rtol=0.02))
+    assert verdict.ok
+    assert verdict.max_rel_err == pytest.approx(0.005)
+    assert verdict.max_abs_err == pytest.approx(0.032)

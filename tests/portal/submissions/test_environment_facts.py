@@ -32,3 +32,9 @@ def test_a_bare_bandwidth_number_reads_as_gbps():
 def test_a_malformed_environment_shows_nothing():
     assert environment_facts(["not", "a", "dict"]) == []
     assert environment_facts({}) == []
+
+
+def test_the_compile_pass_time_reads_as_seconds():
+    assert environment_facts({"compile_s": 69.314}) == [
+        Fact("Compile pass", "69.3 s (every solution imported once, in parallel, before timing)")
+    ]
