@@ -79,7 +79,7 @@ PROBLEM = Problem(
         Case("dev-bf16", "bfloat16", {"t": 32, "h": 256}),
     ),
     eval_cases=(
-        Case("demo-8k-h4096", "bfloat16", {"t": 8192, "h": 4096}),
-        Case("demo-16k-h8192", "bfloat16", {"t": 16384, "h": 8192}),
+        Case("demo-4k-h4096", "bfloat16", {"t": 4096, "h": 4096}),
+        Case("demo-16k-h4096", "bfloat16", {"t": 16384, "h": 4096}),
     ),
 )
