@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 MAX_BUNDLE_BYTES = 4 * 1024 * 1024
 MAX_MEMBERS = 64
@@ -192,7 +193,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         raise BundleError(f"the .tar.gz archive is corrupt: {exc}") from None
 
 
-def _read_capped(name: str, stream: io.BufferedIOBase, total_so_far: int) -> bytes:
+def _read_capped(name: str, stream: IO[bytes], total_so_far: int) -> bytes:
     content = bytearray()
     while chunk := stream.read(_READ_CHUNK):
         content += chunk

@@ -43,7 +43,9 @@ def measure_peer_bandwidth(
     slot = nbytes // (world - 1)
     nbytes = slot * (world - 1)
     buffer = symm_mem.empty(nbytes, dtype=torch.uint8, device=device)
-    handle = symm_mem.rendezvous(buffer, dist.group.WORLD.group_name)
+    group = dist.group.WORLD
+    assert group is not None, "the default process group is not initialised"
+    handle = symm_mem.rendezvous(buffer, group.group_name)
     source = torch.ones(nbytes, dtype=torch.uint8, device=device)
     peers = [(rank + k) % world for k in range(1, world)]
 

@@ -258,9 +258,9 @@ class _ProblemRun:
             self.result.max_rel_err = _finite(failure.max_rel_err)
         finally:
             self.result.log = self.pools.logs_since(marks)
-            for case in self.result.cases:
-                case.max_abs_err = _finite(case.max_abs_err)
-                case.max_rel_err = _finite(case.max_rel_err)
+            for done in self.result.cases:
+                done.max_abs_err = _finite(done.max_abs_err)
+                done.max_rel_err = _finite(done.max_rel_err)
         log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
         return self.result
 

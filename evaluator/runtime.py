@@ -67,6 +67,7 @@ def symm_buffer(
     import torch.distributed._symmetric_memory as symm_mem
 
     group = group or dist.group.WORLD
+    assert group is not None, "the default process group is not initialised"
     device = torch.device("cuda", torch.cuda.current_device())
     key = (name, dtype, device.index, group.group_name)
     found = _BUFFERS.get(key)

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from portal.accounts.models import Membership, Team
 
 
-def team_of(user: AbstractBaseUser | AnonymousUser) -> Team | None:
+def team_of(user: User | AnonymousUser) -> Team | None:
     """The user's team, or None (anonymous users and users without a team)."""
     if not user.is_authenticated:
         return None

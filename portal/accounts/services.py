@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
@@ -20,13 +20,13 @@ def _unique_slug(name: str) -> str:
     return slug
 
 
-def _check_free(user: AbstractBaseUser) -> None:
+def _check_free(user: User) -> None:
     membership = Membership.objects.select_related("team").filter(user=user).first()
     if membership is not None:
         raise TeamError(f"You are already in team {membership.team.name}; leave it first.")
 
 
-def team_create(*, owner: AbstractBaseUser, name: str) -> Team:
+def team_create(*, owner: User, name: str) -> Team:
     name = name.strip()
     if not name:
         raise TeamError("A team needs a name.")
@@ -43,7 +43,7 @@ def team_create(*, owner: AbstractBaseUser, name: str) -> Team:
     return team
 
 
-def team_join(*, user: AbstractBaseUser, invite_code: str) -> Team:
+def team_join(*, user: User, invite_code: str) -> Team:
     team = Team.objects.filter(invite_code=invite_code.strip()).first()
     if team is None:
         raise TeamError("No team has this invite code.")
@@ -56,7 +56,7 @@ def team_join(*, user: AbstractBaseUser, invite_code: str) -> Team:
     return team
 
 
-def team_leave(*, user: AbstractBaseUser) -> None:
+def team_leave(*, user: User) -> None:
     """Leave the user's team. The team and its submissions stay; an owner hands over."""
     with transaction.atomic():
         membership = Membership.objects.select_for_update().filter(user=user).first()

@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
@@ -71,7 +72,7 @@ class Board:
     rows: list[Row] = field(default_factory=list)
 
 
-def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict]:
+def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict[str, Any]]:
     """The best passed, unflagged result of each (team, problem); earliest among equals."""
     team = F("submission__team_id")
     ranked = (
@@ -97,7 +98,7 @@ def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict]:
             finished_at=F("submission__finished_at"),
         )
     )
-    return list(ranked)
+    return [dict(row) for row in ranked]
 
 
 def mean_roofline(results: list[dict]) -> float | None:

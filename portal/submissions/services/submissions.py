@@ -6,7 +6,7 @@ import os
 import uuid
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
@@ -90,7 +90,7 @@ def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -
     transaction.on_commit(send, robust=True)
 
 
-def submission_create(*, user: AbstractBaseUser, upload: UploadedFile) -> Submission:
+def submission_create(*, user: User, upload: UploadedFile) -> Submission:
     """Check, store and queue a bundle for the user's team, or raise SubmissionError.
 
     Must not run inside a transaction (no ATOMIC_REQUESTS): it owns the commit that makes
