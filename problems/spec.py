@@ -190,7 +190,10 @@ class Problem:
 
     @property
     def reference_source(self) -> str:
-        return inspect.getsource(self.reference)
+        """The whole module: a reference may call helpers of its own module, and the
+        input generator and byte model are part of what a kernel author reads."""
+        module = inspect.getmodule(self.reference)
+        return inspect.getsource(module) if module else inspect.getsource(self.reference)
 
     @property
     def version(self) -> str:
