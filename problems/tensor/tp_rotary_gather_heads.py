@@ -93,6 +93,6 @@ PROBLEM = Problem(
     ),
     eval_cases=(
         Case("demo-1k-tokens", "bfloat16", {"t": 1024, "heads": 32, "d": 128}),
-        Case("demo-8k-tokens", "bfloat16", {"t": 8192, "heads": 32, "d": 128}),
+        Case("demo-4k-tokens", "bfloat16", {"t": 4096, "heads": 32, "d": 128}),
     ),
 )
