@@ -79,6 +79,6 @@ PROBLEM = Problem(
     ),
     eval_cases=(
         Case("demo-4k-32k", "bfloat16", {"tokens": 4096, "hidden": 2048, "vocab": 32768}),
-        Case("demo-8k-64k", "bfloat16", {"tokens": 8192, "hidden": 4096, "vocab": 65536}),
+        Case("demo-8k-32k", "bfloat16", {"tokens": 8192, "hidden": 4096, "vocab": 32768}),
     ),
 )
