@@ -154,6 +154,25 @@ InputMaker = Callable[[Case, InputContext], dict[str, Any]]
 ByteModel = Callable[[Case, int], int]
 
 
+# Shared by every problem; a change here is a change of the harness, not of a problem.
+_FRAMEWORK = {"problems", "problems.spec", "problems.registry"}
+
+
+def _sources(reference: Reference) -> list[str]:
+    """The source of the reference's module and of the catalog modules it uses."""
+    module = inspect.getmodule(reference)
+    if module is None:
+        return [inspect.getsource(reference)]
+    sources, seen = [inspect.getsource(module)], {module.__name__}
+    for value in vars(module).values():
+        used = value if inspect.ismodule(value) else inspect.getmodule(value)
+        name = getattr(used, "__name__", "")
+        if name.startswith("problems.") and name not in seen and name not in _FRAMEWORK:
+            seen.add(name)
+            sources.append(inspect.getsource(used))
+    return sources
+
+
 @dataclass(frozen=True)
 class Problem:
     """A reference `solution(...)` and everything needed to judge a replacement of it.
@@ -197,10 +216,12 @@ class Problem:
 
     @property
     def version(self) -> str:
-        """Changes when the behaviour that judging depends on changes."""
-        module = inspect.getmodule(self.reference)
-        source = inspect.getsource(module) if module else self.reference_source
-        digest = hashlib.sha256(source.encode())
+        """Changes when the behaviour that judging depends on changes: the problem's module,
+        the catalog's helper modules it uses (e.g. problems/tensor/_gemm.py) and its
+        tolerances."""
+        digest = hashlib.sha256()
+        for source in _sources(self.reference):
+            digest.update(source.encode())
         digest.update(repr(sorted(self.tolerances.items())).encode())
         return digest.hexdigest()[:12]
 

@@ -80,3 +80,19 @@ def test_cli_table_filters_by_category(capsys):
     assert problems_main(["--category", "collective"]) == 0
     out = capsys.readouterr().out
     assert "all-to-all" in out and "8 problems" in out
+
+
+def test_version_covers_the_helper_modules_a_problem_uses(monkeypatch):
+    import problems.spec as spec
+    import problems.tensor._gemm as gemm
+
+    problem, unrelated = get_problem("tp-gemm-allreduce"), get_problem("all-reduce")
+    before, unrelated_before = problem.version, unrelated.version
+    real = spec.inspect.getsource
+    monkeypatch.setattr(
+        spec.inspect,
+        "getsource",
+        lambda obj: real(obj) + ("\n# changed" if obj is gemm else ""),
+    )
+    assert problem.version != before
+    assert unrelated.version == unrelated_before, "a problem without the helper keeps its version"
