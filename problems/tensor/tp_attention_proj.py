@@ -42,12 +42,14 @@ def bytes_moved(case: Case, world_size: int) -> int:
 # 1%. Row i averages the v of i keys (about i/e of them effectively), so outputs shrink
 # like sqrt(e/i) (~0.07 halfway through 1024 tokens) and their rounding errors shrink
 # with them; only the first rows, over a handful of keys, have unit scale, and their
-# partial sums over ranks round like GEMM_THEN_SUM's, on far fewer elements.
-# atol = 3e-2 stays above that and well below a missing head's or rank's effect on the
-# unit-scale rows; float32 errors are ~1e-6.
+# partial sums over ranks round like GEMM_THEN_SUM's. Measured on the CPU, emulating the
+# reference at W = 8, T = 1024, 16 heads of 128 with bf16 sums in ring order: worst error
+# 0.026 against float64, 0.39 of this tolerance; dropping one rank's heads gave 31 times
+# it. atol = 5e-2 leaves room for two such errors (candidate and reference); float32
+# errors are ~1e-6.
 TOLERANCES: dict[str, Tolerance] = {
     "float32": Tolerance(atol=1e-4, rtol=1e-4),
-    "bfloat16": Tolerance(atol=3e-2, rtol=2e-2),
+    "bfloat16": Tolerance(atol=5e-2, rtol=2e-2),
 }
 
 PROBLEM = Problem(
