@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import multiprocessing as mp
+import queue as queue_module
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -63,8 +65,18 @@ def run_references(slugs: list[str], world_size: int, tmp_dir: Path) -> dict:
     for p in procs:
         p.start()
     by_rank = {}
-    for _ in procs:
-        rank, data = queue.get(timeout=300)
+    deadline = time.monotonic() + 300
+    while len(by_rank) < world_size:
+        try:
+            rank, data = queue.get(timeout=1)
+        except queue_module.Empty:
+            # A rank that raised has exited non-zero; the others wait in a collective.
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                raise AssertionError(f"reference ranks failed (exit codes {dead}); see stderr") from None
+            continue
         by_rank[rank] = torch.load(io.BytesIO(data))
     for p in procs:
         p.join(timeout=30)
