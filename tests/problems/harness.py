@@ -75,7 +75,8 @@ def run_references(slugs: list[str], world_size: int, tmp_dir: Path) -> dict:
             if dead or time.monotonic() > deadline:
                 for p in procs:
                     p.kill()
-                raise AssertionError(f"reference ranks failed (exit codes {dead}); see stderr") from None
+                message = f"reference ranks failed (exit codes {dead}); see stderr"
+                raise AssertionError(message) from None
             continue
         by_rank[rank] = torch.load(io.BytesIO(data))
     for p in procs:
