@@ -29,7 +29,14 @@ from typing import Any
 
 from evaluator.contract import cap_log
 from evaluator.pool import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
-from evaluator.ranks import confine_output, describe, die_with_parent, flush, import_solution
+from evaluator.ranks import (
+    confine_output,
+    describe,
+    die_with_parent,
+    flush,
+    import_solution,
+    scrub_environment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +166,7 @@ def _log_of(job: _Job) -> str:
 def _import_main(conn: Connection, job: _Job) -> None:
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
     die_with_parent()
-    os.environ.update(job.env)
+    scrub_environment(job.env)
     confine_output(job.log_path)
     try:
         import_solution(Path(job.path), job.module)

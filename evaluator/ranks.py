@@ -65,6 +65,39 @@ class RankSetup:
     env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
 
 
+# What a process running bundle code keeps of the worker's environment: what toolchains
+# need to find the GPU, compilers and libraries. Never the broker address, the seed secret
+# or anything else of the host's: a solution's print(os.environ) lands in a log its team
+# reads. (Same-user processes can still read /proc/<pid>/environ of the worker: the
+# sandboxing work isolates them further.)
+_KEPT_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "TMPDIR",
+        "TERM",
+        "USER",
+        "LOGNAME",
+        "LD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+        "VIRTUAL_ENV",
+        "CC",
+        "CXX",
+    }
+)
+_KEPT_PREFIXES = ("LC_", "CUDA", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "TRITON_", "OMP_")
+
+
+def scrub_environment(extra: dict[str, str]) -> None:
+    """Keep only the toolchain variables, then set `extra` (caches, multicast off)."""
+    for name in list(os.environ):
+        if name not in _KEPT_VARIABLES and not name.startswith(_KEPT_PREFIXES):
+            del os.environ[name]
+    os.environ.update(extra)
+
+
 def judge_main(conn: Connection, setup: RankSetup) -> None:
     _serve(conn, setup, _Judge)
 
@@ -76,7 +109,10 @@ def candidate_main(conn: Connection, setup: RankSetup) -> None:
 def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> None:
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
     die_with_parent()
-    os.environ.update(setup.env)
+    if worker_class is _Candidate:
+        scrub_environment(setup.env)
+    else:
+        os.environ.update(setup.env)
     if setup.log_path:
         confine_output(setup.log_path)
     torch.set_num_threads(setup.threads)
