@@ -72,19 +72,9 @@ class RankSetup:
 # sandboxing work isolates them further.)
 _KEPT_VARIABLES = frozenset(
     {
-        "PATH",
-        "HOME",
-        "LANG",
-        "TMPDIR",
-        "TERM",
-        "USER",
-        "LOGNAME",
-        "LD_LIBRARY_PATH",
-        "PYTHONPATH",
-        "PYTHONUNBUFFERED",
-        "VIRTUAL_ENV",
-        "CC",
-        "CXX",
+        *("PATH", "HOME", "LANG", "TMPDIR", "TERM", "USER", "LOGNAME", "VIRTUAL_ENV"),
+        *("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+        *("PYTHONPATH", "PYTHONUNBUFFERED", "CC", "CXX", "MAX_JOBS"),
     }
 )
 _KEPT_PREFIXES = ("LC_", "CUDA", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "TRITON_", "OMP_")
