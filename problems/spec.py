@@ -167,7 +167,7 @@ def _sources(reference: Reference) -> list[str]:
     for value in vars(module).values():
         used = value if inspect.ismodule(value) else inspect.getmodule(value)
         name = getattr(used, "__name__", "")
-        if name.startswith("problems.") and name not in seen and name not in _FRAMEWORK:
+        if used and name.startswith("problems.") and name not in seen | _FRAMEWORK:
             seen.add(name)
             sources.append(inspect.getsource(used))
     return sources
