@@ -4,23 +4,12 @@ import torch
 import torch.distributed as dist
 
 from problems.spec import Case, Category, InputContext, Problem, Tolerance
-
-BLOCK = 128
-FP8_MAX = 448.0  # largest finite float8_e4m3fn
-
-
-def _quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Blockwise e4m3: one float32 scale per 128 contiguous elements, scale = amax / 448."""
-    blocks = x.float().view(-1, BLOCK)
-    amax = blocks.abs().amax(dim=1, keepdim=True)
-    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
-    q = (blocks / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return q, scale
+from problems.tensor._fp8 import BLOCK, quantize
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
     world_size = dist.get_world_size()
-    q, scale = _quantize(x)
+    q, scale = quantize(x)
     # Collectives move bytes: fp8 codes and float32 scales travel as uint8 views.
     q_bytes, scale_bytes = q.view(torch.uint8), scale.view(torch.uint8)
     q_all = q_bytes.new_empty((world_size * q_bytes.shape[0], BLOCK))
