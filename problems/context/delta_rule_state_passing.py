@@ -123,7 +123,7 @@ PROBLEM = Problem(
         Case("dev-bf16", "bfloat16", {"seq": 512, "heads": 2, "dk": 16, "dv": 16}),
     ),
     eval_cases=(
-        Case("demo-8k", "bfloat16", {"seq": 8192, "heads": 16, "dk": 64, "dv": 64}),
-        Case("demo-16k", "bfloat16", {"seq": 16384, "heads": 16, "dk": 128, "dv": 128}),
+        Case("demo-4k", "bfloat16", {"seq": 4096, "heads": 16, "dk": 64, "dv": 64}),
+        Case("demo-8k", "bfloat16", {"seq": 8192, "heads": 16, "dk": 128, "dv": 128}),
     ),
 )

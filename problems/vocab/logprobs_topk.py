@@ -104,6 +104,6 @@ PROBLEM = Problem(
     ),
     eval_cases=(
         Case("demo-4k-32k", "bfloat16", {"tokens": 4096, "vocab": 32768}),
-        Case("demo-4k-128k", "bfloat16", {"tokens": 4096, "vocab": 131072}),
+        Case("demo-1k-128k", "bfloat16", {"tokens": 1024, "vocab": 131072}),
     ),
 )

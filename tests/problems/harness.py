@@ -6,23 +6,30 @@
 `expected_fn(inputs, world_size)` gets every rank's inputs (regenerated here from the same
 seed) and returns every rank's expected output: single-process math written without
 torch.distributed and independently of the reference, so a wrong reference is caught.
+
+With PKB_PROBLEM_TESTS_DEVICE=cuda (on a GPU machine) the ranks run the references over
+NCCL, one GPU each, on the same CPU-drawn inputs: the GPU-only code paths (e.g. the flash
+attention kernels the ring references call in bf16) are checked against the same math.
 """
 
 from __future__ import annotations
 
 import io
 import multiprocessing as mp
+import os
 import queue as queue_module
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 
 from problems import InputContext, get_problem
 
 SEED = 20261122
+DEVICE = os.environ.get("PKB_PROBLEM_TESTS_DEVICE", "cpu")
 
 Inputs = list[dict]  # one dict of inputs per rank
 Output = torch.Tensor | tuple[torch.Tensor, ...]
@@ -36,15 +43,36 @@ def rank_inputs(slug: str, case_name: str, rank: int, world_size: int, seed: int
     return problem.make_inputs(case, ctx)
 
 
+def _to(value, device: torch.device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to(v, device) for v in value)
+    return value
+
+
 def _rank_main(rank: int, world_size: int, slugs: list[str], rendezvous: str, queue) -> None:
+    device = torch.device("cpu")
+    kwargs = {}
+    if DEVICE == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
     dist.init_process_group(
-        "gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size
+        "nccl" if DEVICE == "cuda" else "gloo",
+        init_method=f"file://{rendezvous}",
+        rank=rank,
+        world_size=world_size,
+        **kwargs,
     )
     outputs = {}
     for slug in slugs:
         for case in get_problem(slug).dev_cases:
-            inputs = rank_inputs(slug, case.name, rank, world_size)
-            outputs[(slug, case.name)] = get_problem(slug).reference(**inputs)
+            inputs = {
+                k: _to(v, device) for k, v in rank_inputs(slug, case.name, rank, world_size).items()
+            }
+            output = get_problem(slug).reference(**inputs)
+            outputs[(slug, case.name)] = _to(output, torch.device("cpu"))
     dist.destroy_process_group()
     # Bytes, not tensors: a tensor crosses processes as a shared-memory handle that dies
     # with this process, which may exit before the parent reads it.
@@ -55,6 +83,8 @@ def _rank_main(rank: int, world_size: int, slugs: list[str], rendezvous: str, qu
 
 def run_references(slugs: list[str], world_size: int, tmp_dir: Path) -> dict:
     """Every dev case of every slug, in one process group: {(slug, case): [per rank]}."""
+    if DEVICE == "cuda" and torch.cuda.device_count() < world_size:
+        pytest.skip(f"{world_size} ranks need {world_size} GPUs")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     rendezvous = tmp_dir / "store"
