@@ -85,6 +85,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by this site (no CDN)
     "portal.accounts",
     "portal.problems",
     "portal.submissions",
@@ -218,14 +220,65 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_TIMEZONE = TIME_ZONE
 
+_RATE_PERIODS = {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}
+
+
+def envrate(name: str, default: str) -> str:
+    """A DRF throttle rate such as 120/min (per s, min, hour or day)."""
+    value = envstr(name, default) or default
+    count, _, period = value.partition("/")
+    if not count.isdigit() or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected N/s, N/min, N/hour or N/day")
+    return value
+
+
+# API throttling. Counters live in Redis (the cache "throttle") so that all web processes
+# share them; PKB_API_NUM_PROXIES says how many proxies in front append to
+# X-Forwarded-For (0: trust only the socket's address, as `make run` serves directly).
+PKB_API_RATE = envrate("PKB_API_RATE", "120/min")
+PKB_API_ANON_RATE = envrate("PKB_API_ANON_RATE", "60/min")
+PKB_API_NUM_PROXIES = envint("PKB_API_NUM_PROXIES", 0)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "pkb-throttle",
+        # A slow Redis must not hold an API request for long; the throttle then lets it by.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    },
+}
+
 REST_FRAMEWORK = {
+    # Token first: its challenge makes a missing or bad credential a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.authentication.TeamTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.api.throttling.UserRateThrottle",
+        "portal.api.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {"user": PKB_API_RATE, "anon": PKB_API_ANON_RATE},
+    "NUM_PROXIES": PKB_API_NUM_PROXIES,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "pkb: multi-GPU kernel leaderboard API",
+    "DESCRIPTION": (
+        "Problems, leaderboards, submissions and teams. Authenticate with a team API token "
+        "(`Authorization: Token <secret>`, created on the Team page) or a browser session."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,  # a multipart upload's request body differs from its reply
 }
 
 LOGGING = {

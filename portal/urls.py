@@ -8,6 +8,8 @@ urlpatterns = [
     path("", include("portal.leaderboard.urls")),
     path("problems/", include("portal.problems.urls")),
     path("", include("portal.submissions.urls")),
+    # Before accounts' urls, so that no team/<something>/ pattern there can shadow it.
+    path("team/tokens/", include("portal.api.urls_html")),
     path("", include("portal.accounts.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

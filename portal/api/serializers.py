@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
 from rest_framework import serializers
 
+from portal.accounts.models import Membership, Team
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, Submission
 
@@ -34,10 +36,14 @@ class ProblemDetailSerializer(ProblemSerializer):
 
 
 class ScoreSerializer(serializers.Serializer):
-    solved = serializers.IntegerField()
-    faster = serializers.IntegerField()
-    geomean = serializers.FloatField(allow_null=True)
-    total = serializers.IntegerField()
+    solved = serializers.IntegerField(help_text="Problems solved (fast_0 as a count).")
+    faster = serializers.IntegerField(help_text="Problems faster than the reference (fast_1).")
+    fast_0 = serializers.FloatField(help_text="Weighted share of the problems solved.")
+    fast_1 = serializers.FloatField(help_text="... solved with a speedup over 1.")
+    fast_2 = serializers.FloatField(help_text="... solved with a speedup over 2.")
+    geomean = serializers.FloatField(allow_null=True, help_text="Over the solved problems.")
+    roofline = serializers.FloatField(allow_null=True, help_text="Mean fraction of link limit.")
+    total = serializers.IntegerField(help_text="Published problems in scope.")
 
 
 class ColumnSerializer(serializers.Serializer):
@@ -55,6 +61,10 @@ class RowSerializer(serializers.Serializer):
     categories = ScoreSerializer(many=True)
     reached_at = serializers.DateTimeField(allow_null=True)
     roofline = serializers.FloatField(allow_null=True)
+    curve = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2),
+        help_text="The fast_p curve's corners, [p, share], for p from 0 to 4.",
+    )
 
 
 class BoardSerializer(serializers.Serializer):
@@ -87,8 +97,50 @@ class ProblemResultSerializer(serializers.ModelSerializer):
             "log",
         ]
 
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        # Logs may echo the team's code: only the team and admins read them (the view says).
+        if not self.context.get("show_logs"):
+            data.pop("log", None)
+        return data
 
-class SubmissionSerializer(serializers.ModelSerializer):
+
+class SubmissionLinksMixin(serializers.Serializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:submission")
+    html_url = serializers.SerializerMethodField()
+
+    def get_html_url(self, submission: Submission) -> str:
+        path = reverse("submissions:detail", args=[submission.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSerializer):
+    team = serializers.CharField(source="team.name")
+    user = serializers.CharField(source="user.username")
+
+    class Meta:
+        model = Submission
+        fields = [
+            "id",
+            "url",
+            "html_url",
+            "team",
+            "user",
+            "bundle_name",
+            "profile",
+            "problems",
+            "status",
+            "reason",
+            "created_at",
+            "finished_at",
+            "progress_done",
+            "progress_total",
+            "current_problem",
+        ]
+
+
+class SubmissionSerializer(SubmissionLinksMixin, serializers.ModelSerializer):
     team = serializers.CharField(source="team.name")
     user = serializers.CharField(source="user.username")
     results = ProblemResultSerializer(many=True)
@@ -97,6 +149,8 @@ class SubmissionSerializer(serializers.ModelSerializer):
         model = Submission
         fields = [
             "id",
+            "url",
+            "html_url",
             "team",
             "user",
             "bundle_name",
@@ -117,3 +171,71 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "environment",
             "results",
         ]
+
+
+class SubmissionCreateSerializer(serializers.Serializer):
+    bundle = serializers.FileField(
+        help_text="A Python file, or a .zip / .tar.gz of them, one `<problem-slug>.py` each."
+    )
+
+
+class ProblemRankingRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    team = serializers.CharField(source="team_name")
+    team_slug = serializers.CharField()
+    speedup = serializers.FloatField(allow_null=True)
+    time_us = serializers.FloatField(allow_null=True)
+    ref_time_us = serializers.FloatField(allow_null=True)
+    roofline = serializers.FloatField(allow_null=True)
+    reached_at = serializers.DateTimeField(allow_null=True)
+
+
+class ProblemRankingSerializer(serializers.Serializer):
+    problem = serializers.CharField()
+    profile = serializers.CharField()
+    rows = ProblemRankingRowSerializer(many=True)
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:team", lookup_field="slug")
+    member_count = serializers.IntegerField()
+
+    class Meta:
+        model = Team
+        fields = ["slug", "url", "name", "member_count", "created_at"]
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username")
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role", "joined_at"]
+
+
+class TeamDetailSerializer(TeamSerializer):
+    members = MemberSerializer(source="memberships", many=True)
+
+    class Meta(TeamSerializer.Meta):
+        fields = [*TeamSerializer.Meta.fields, "members"]
+
+
+class OwnTeamSerializer(TeamDetailSerializer):
+    """What members see of their own team: the invite code too, as on the Team page."""
+
+    class Meta(TeamDetailSerializer.Meta):
+        fields = [*TeamDetailSerializer.Meta.fields, "invite_code"]
+
+
+class TokenInfoSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    is_staff = serializers.BooleanField()
+    team = serializers.CharField(allow_null=True)
+    team_slug = serializers.CharField(allow_null=True)
+    token = TokenInfoSerializer(allow_null=True, help_text="The token of this request, if any.")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.api import views
 
@@ -10,5 +11,22 @@ urlpatterns = [
     path("problems/", views.ProblemList.as_view(), name="problems"),
     path("problems/<slug:slug>/", views.ProblemDetail.as_view(), name="problem"),
     path("leaderboard/", views.Leaderboard.as_view(), name="leaderboard"),
+    path(
+        "leaderboard/problems/<slug:slug>/",
+        views.ProblemLeaderboard.as_view(),
+        name="problem-leaderboard",
+    ),
+    path("submissions/", views.SubmissionListCreate.as_view(), name="submissions"),
     path("submissions/<int:pk>/", views.SubmissionDetail.as_view(), name="submission"),
+    path(
+        "submissions/<int:pk>/cancel/",
+        views.SubmissionCancel.as_view(),
+        name="submission-cancel",
+    ),
+    path("teams/", views.TeamList.as_view(), name="teams"),
+    path("teams/<slug:slug>/", views.TeamDetail.as_view(), name="team"),
+    path("team/", views.OwnTeam.as_view(), name="own-team"),
+    path("me/", views.Me.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]

@@ -1,44 +1,236 @@
+"""The REST API: thin views over the apps' selectors and services."""
+
 from __future__ import annotations
 
-from rest_framework import generics, permissions
+from django.conf import settings
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, permissions, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluator.profiles import PROFILES
+from portal.accounts.models import Team
+from portal.accounts.selectors import team_of
 from portal.api import serializers
-from portal.leaderboard.selectors import leaderboard
+from portal.api.models import ApiToken
+from portal.leaderboard.selectors import leaderboard, problem_ranking
 from portal.leaderboard.views import board_arguments
-from portal.problems.models import Problem
+from portal.problems.models import Category, Problem
+from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
+from portal.submissions.services import SubmissionError, submission_cancel, submission_create
+
+PROFILE_PARAMETER = OpenApiParameter(
+    "profile",
+    OpenApiTypes.STR,
+    enum=sorted(PROFILES),
+    description="Hardware profile; results of different profiles are never ranked together.",
+)
+CATEGORY_PARAMETER = OpenApiParameter("category", OpenApiTypes.STR, enum=Category.values)
+ERROR = OpenApiResponse(description='`{"detail": "..."}`')
+
+
+class Pagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 200
 
 
 class ProblemList(generics.ListAPIView):
+    """Published problems, in catalog order."""
+
     serializer_class = serializers.ProblemSerializer
     queryset = Problem.objects.published().in_catalog_order()
 
 
 class ProblemDetail(generics.RetrieveAPIView):
+    """A published problem with its reference source."""
+
     serializer_class = serializers.ProblemDetailSerializer
     queryset = Problem.objects.published()
     lookup_field = "slug"
 
 
 class Leaderboard(APIView):
+    @extend_schema(
+        parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER],
+        responses={200: serializers.BoardSerializer, 404: ERROR},
+        summary="Teams ranked overall, or within one category",
+    )
     def get(self, request: Request) -> Response:
         profile, category = board_arguments(request)
         board = leaderboard(profile=profile, category=category)
         return Response(serializers.BoardSerializer(board).data)
 
 
+class ProblemLeaderboard(APIView):
+    @extend_schema(
+        parameters=[PROFILE_PARAMETER],
+        responses={200: serializers.ProblemRankingSerializer, 404: ERROR},
+        summary="Teams ranked on one problem: best time, speedup and roofline fraction",
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        profile = request.query_params.get("profile") or settings.PKB_SUBMISSION_PROFILE
+        if profile not in PROFILES:
+            raise Http404("no such profile")
+        problem = get_object_or_404(Problem.objects.published(), slug=slug)
+        rows = problem_ranking(problem=problem, profile=profile)
+        data = {"problem": problem.slug, "profile": profile, "rows": rows}
+        return Response(serializers.ProblemRankingSerializer(data).data)
+
+
+def _form_errors(form: SubmissionForm) -> dict[str, list[str]]:
+    return {
+        field: [e["message"] for e in errors]
+        for field, errors in form.errors.get_json_data().items()
+    }
+
+
+class SubmissionListCreate(generics.ListCreateAPIView):
+    """Your team's submissions, newest first; POST a bundle to submit one."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    pagination_class = Pagination
+    parser_classes = [MultiPartParser, FormParser]
+    serializer_class = serializers.SubmissionSummarySerializer
+
+    def get_queryset(self):
+        team = team_of(self.request.user)
+        if team is None:
+            return Submission.objects.none()
+        return Submission.objects.for_team(team).select_related("team", "user")
+
+    @extend_schema(
+        request=serializers.SubmissionCreateSerializer,
+        responses={
+            201: serializers.SubmissionSummarySerializer,
+            400: OpenApiResponse(description='`{"bundle": ["why the bundle was refused"]}`'),
+        },
+        summary="Submit a bundle for your team",
+    )
+    def post(self, request: Request, *args, **kwargs) -> Response:
+        # The web form's checks, then the same service: a bundle refused on the Submit page
+        # is refused here with the same words.
+        form = SubmissionForm(data=request.POST, files=request.FILES)
+        if not form.is_valid():
+            raise ValidationError(_form_errors(form))
+        try:
+            submission = submission_create(user=request.user, upload=form.cleaned_data["bundle"])
+        except SubmissionError as exc:
+            raise ValidationError({"bundle": [str(exc)]}) from None
+        data = self.get_serializer(submission).data
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": data["url"]})
+
+
+def _visible_submissions(request: Request):
+    # Other teams' submissions are a 404, as on the web pages: their ids are not a secret
+    # worth confirming.
+    return Submission.objects.visible_to(request.user).select_related("team", "user")
+
+
 class SubmissionDetail(generics.RetrieveAPIView):
+    """A submission with its per-problem results (logs for its team and admins only)."""
+
     serializer_class = serializers.SubmissionSerializer
     permission_classes = [permissions.IsAuthenticated]
 
     def get_queryset(self):
-        # Other teams' submissions are a 404, as on the web pages: their ids are not a secret
-        # worth confirming.
-        return (
-            Submission.objects.visible_to(self.request.user)
-            .select_related("team", "user")
-            .prefetch_related("results__problem")
-        )
+        return _visible_submissions(self.request).prefetch_related("results__problem")
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        submission = getattr(self, "_submission", None)
+        context["show_logs"] = submission is not None and _may_read_logs(self.request, submission)
+        return context
+
+    def get_object(self):
+        self._submission = super().get_object()
+        return self._submission
+
+
+def _may_read_logs(request: Request, submission: Submission) -> bool:
+    if request.user.is_staff:
+        return True
+    team = team_of(request.user)
+    return team is not None and team.pk == submission.team_id
+
+
+class SubmissionCancel(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        request=None,
+        responses={200: serializers.SubmissionSummarySerializer, 404: ERROR, 409: ERROR},
+        summary="Cancel a queued or running submission of your team",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        submission = get_object_or_404(_visible_submissions(request), pk=pk)
+        reason = f"Cancelled by {request.user.get_username()}."
+        cancelled = submission_cancel(submission=submission, reason=reason)
+        submission.refresh_from_db()
+        if not cancelled:
+            return Response(
+                {
+                    "detail": f"Submission #{pk} is {submission.get_status_display().lower()}: "
+                    "only a queued or running one can be cancelled."
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        context = {"request": request}
+        return Response(serializers.SubmissionSummarySerializer(submission, context=context).data)
+
+
+def _teams():
+    return Team.objects.with_member_count()
+
+
+class TeamList(generics.ListAPIView):
+    """Every team, by name."""
+
+    serializer_class = serializers.TeamSerializer
+    pagination_class = Pagination
+    queryset = _teams()
+
+
+class TeamDetail(generics.RetrieveAPIView):
+    serializer_class = serializers.TeamDetailSerializer
+    queryset = _teams().prefetch_related("memberships__user")
+    lookup_field = "slug"
+
+
+class OwnTeam(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(responses={200: serializers.OwnTeamSerializer, 404: ERROR}, summary="Your team")
+    def get(self, request: Request) -> Response:
+        team = team_of(request.user)
+        if team is None:
+            raise Http404("You are in no team: create or join one on the Team page.")
+        team = _teams().prefetch_related("memberships__user").get(pk=team.pk)
+        return Response(serializers.OwnTeamSerializer(team, context={"request": request}).data)
+
+
+class Me(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        responses={200: serializers.MeSerializer},
+        summary="Who the credentials belong to (the CLI checks a token with it)",
+    )
+    def get(self, request: Request) -> Response:
+        team = team_of(request.user)
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        data = {
+            "username": request.user.get_username(),
+            "is_staff": request.user.is_staff,
+            "team": team.name if team else None,
+            "team_slug": team.slug if team else None,
+            "token": token,
+        }
+        return Response(serializers.MeSerializer(data).data)
