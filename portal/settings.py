@@ -198,6 +198,15 @@ PKB_MAX_ATTEMPTS = envint("PKB_MAX_ATTEMPTS", 3)
 if PKB_STUCK_AFTER_S <= 0 or PKB_MAX_ATTEMPTS <= 0:
     raise ImproperlyConfigured("PKB_STUCK_AFTER_S and PKB_MAX_ATTEMPTS must be positive")
 
+# Per team, so that one team cannot fill the GPU queue: submissions in any 24 hours, and
+# submissions queued or running at once (web form and API alike).
+PKB_SUBMISSIONS_PER_DAY = envint("PKB_SUBMISSIONS_PER_DAY", 20)
+PKB_MAX_ACTIVE_SUBMISSIONS = envint("PKB_MAX_ACTIVE_SUBMISSIONS", 2)
+if PKB_SUBMISSIONS_PER_DAY <= 0 or PKB_MAX_ACTIVE_SUBMISSIONS <= 0:
+    raise ImproperlyConfigured(
+        "PKB_SUBMISSIONS_PER_DAY and PKB_MAX_ACTIVE_SUBMISSIONS must be positive"
+    )
+
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
 if TESTING:
     # A Redis database of the suite's own: a developer's running site and the tests never

@@ -15,12 +15,18 @@ class TeamQuerySet(models.QuerySet["Team"]):
     def with_member_count(self) -> TeamQuerySet:
         return self.annotate(member_count=models.Count("memberships"))
 
+    def in_good_standing(self) -> TeamQuerySet:
+        return self.filter(disqualified_at__isnull=True)
+
 
 class Team(models.Model):
     name = models.CharField(max_length=64)
     slug = models.SlugField(max_length=80, unique=True)
     invite_code = models.CharField(max_length=32, unique=True, default=new_invite_code)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set by an admin: none of the team's results rank; the team sees the reason.
+    disqualified_at = models.DateTimeField(null=True, blank=True)
+    disqualification_reason = models.TextField(blank=True)
 
     objects = TeamQuerySet.as_manager()
 
@@ -32,6 +38,10 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_disqualified(self) -> bool:
+        return self.disqualified_at is not None
 
 
 class Membership(models.Model):

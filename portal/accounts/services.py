@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
-from portal.accounts.models import Membership, Team
+from portal.accounts.models import Membership, Team, new_invite_code
 
 
 class TeamError(Exception):
@@ -57,14 +58,98 @@ def team_join(*, user: User, invite_code: str) -> Team:
 
 
 def team_leave(*, user: User) -> None:
-    """Leave the user's team. The team and its submissions stay; an owner hands over."""
+    """Leave the user's team; the team and its submissions stay.
+
+    An owner cannot leave while other members remain: they hand the team over first
+    (team_transfer_ownership), so that a team is never left without someone in charge.
+    """
     with transaction.atomic():
         membership = Membership.objects.select_for_update().filter(user=user).first()
         if membership is None:
             raise TeamError("You are not in a team.")
-        membership.delete()
         if membership.role == Membership.Role.OWNER:
-            successor = Membership.objects.filter(team_id=membership.team_id).first()
-            if successor is not None:
-                successor.role = Membership.Role.OWNER
-                successor.save(update_fields=["role"])
+            others = Membership.objects.filter(team_id=membership.team_id).exclude(pk=membership.pk)
+            if others.exists():
+                raise TeamError(
+                    "You own this team: make another member the owner before you leave."
+                )
+        membership.delete()
+
+
+def _owner_membership(user: User) -> Membership:
+    """The user's membership, locked, when they own their team; TeamError otherwise."""
+    membership = (
+        Membership.objects.select_for_update().select_related("team").filter(user=user).first()
+    )
+    if membership is None:
+        raise TeamError("You are not in a team.")
+    if membership.role != Membership.Role.OWNER:
+        raise TeamError("Only the team's owner can do this.")
+    return membership
+
+
+def _member_of(team_id: int, user_id: int) -> Membership:
+    membership = (
+        Membership.objects.select_for_update().filter(team_id=team_id, user_id=user_id).first()
+    )
+    if membership is None:
+        raise TeamError("This person is not in your team.")
+    return membership
+
+
+def team_remove_member(*, owner: User, member_id: int) -> User:
+    """The owner removes a member (not themselves: owners leave); returns who was removed."""
+    with transaction.atomic():
+        own = _owner_membership(owner)
+        if member_id == owner.pk:
+            raise TeamError("You cannot remove yourself; hand the team over, then leave.")
+        removed = _member_of(own.team_id, member_id)
+        removed.delete()
+    return removed.user
+
+
+def team_transfer_ownership(*, owner: User, member_id: int) -> User:
+    """The owner makes another member the owner and becomes a member."""
+    with transaction.atomic():
+        own = _owner_membership(owner)
+        if member_id == owner.pk:
+            raise TeamError("You already own this team.")
+        successor = _member_of(own.team_id, member_id)
+        successor.role = Membership.Role.OWNER
+        successor.save(update_fields=["role"])
+        own.role = Membership.Role.MEMBER
+        own.save(update_fields=["role"])
+    return successor.user
+
+
+def team_regenerate_invite(*, owner: User) -> Team:
+    """A new invite code for the owner's team: the old one stops working at once."""
+    with transaction.atomic():
+        team = _owner_membership(owner).team
+        team.invite_code = new_invite_code()
+        team.save(update_fields=["invite_code"])
+    return team
+
+
+def team_disqualify(*, team: Team, reason: str) -> bool:
+    """An admin keeps every result of the team off the ranking; the team sees the reason.
+
+    Returns False when the team was disqualified already (its reason is then updated)."""
+    reason = reason.strip()
+    if not reason:
+        raise TeamError("A disqualification needs a reason that the team can read.")
+    fresh = Team.objects.filter(pk=team.pk, disqualified_at__isnull=True).update(
+        disqualified_at=timezone.now(), disqualification_reason=reason
+    )
+    if not fresh:
+        Team.objects.filter(pk=team.pk).update(disqualification_reason=reason)
+    return bool(fresh)
+
+
+def team_reinstate(*, team: Team) -> bool:
+    """Undo a team's disqualification; False when it was not disqualified."""
+    return bool(
+        Team.objects.filter(pk=team.pk, disqualified_at__isnull=False).update(
+            disqualified_at=None, disqualification_reason=""
+        )
+    )

@@ -9,8 +9,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.accounts.forms import TeamCreateForm, TeamJoinForm
+from portal.accounts.models import Membership
 from portal.accounts.selectors import team_members, team_of
-from portal.accounts.services import TeamError, team_create, team_join, team_leave
+from portal.accounts.services import (
+    TeamError,
+    team_create,
+    team_join,
+    team_leave,
+    team_regenerate_invite,
+    team_remove_member,
+    team_transfer_ownership,
+)
+from portal.submissions.models import Submission
+from portal.submissions.selectors import team_submission_quota
 
 
 @require_http_methods(["GET", "POST"])
@@ -35,9 +46,17 @@ def _team_page(request: HttpRequest, *, create_form=None, join_form=None, status
                 for error in errors:
                     messages.error(request, error)
         return redirect("accounts:team")
+    members = team_members(team) if team else []
     context = {
         "team": team,
-        "members": team_members(team) if team else [],
+        "members": members,
+        "is_owner": any(
+            m.user_id == request.user.pk and m.role == Membership.Role.OWNER for m in members
+        ),
+        "quota": team_submission_quota(team) if team else None,
+        "disqualified_submissions": (
+            list(Submission.objects.for_team(team).disqualified()) if team else []
+        ),
         "create_form": create_form or TeamCreateForm(),
         "join_form": join_form or TeamJoinForm(),
     }
@@ -90,3 +109,44 @@ def team_leave_view(request: HttpRequest) -> HttpResponse:
     else:
         messages.info(request, "You left your team.")
     return redirect("accounts:team")
+
+
+def _owner_action(request: HttpRequest, action, success: str) -> HttpResponse:
+    """Run an owner's action; its TeamError (not the owner, not a teammate) is a message."""
+    try:
+        result = action()
+    except TeamError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, success.format(result=result))
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def team_remove_member_view(request: HttpRequest, user_id: int) -> HttpResponse:
+    return _owner_action(
+        request,
+        lambda: team_remove_member(owner=request.user, member_id=user_id),
+        "{result} is no longer in the team.",
+    )
+
+
+@login_required
+@require_POST
+def team_transfer_view(request: HttpRequest, user_id: int) -> HttpResponse:
+    return _owner_action(
+        request,
+        lambda: team_transfer_ownership(owner=request.user, member_id=user_id),
+        "{result} now owns the team.",
+    )
+
+
+@login_required
+@require_POST
+def team_regenerate_invite_view(request: HttpRequest) -> HttpResponse:
+    return _owner_action(
+        request,
+        lambda: team_regenerate_invite(owner=request.user),
+        "New invite code made; the old one no longer works.",
+    )

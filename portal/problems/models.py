@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
+from django.utils import timezone
 
 
 class Category(models.TextChoices):
@@ -55,6 +58,10 @@ class Problem(models.Model):
     code_version = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PUBLISHED)
     weight = models.FloatField(default=1.0)
+    # Hardware profile names (evaluator/profiles.py) the problem is judged on; empty: all.
+    profiles = models.JSONField(default=list, blank=True)
+    # From then on, anyone may download the bundles that passed this problem.
+    solutions_public_after = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = ProblemQuerySet.as_manager()
@@ -64,6 +71,13 @@ class Problem(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def runs_on(self, profile: str) -> bool:
+        return not self.profiles or profile in self.profiles
+
+    def solutions_are_public(self, now: datetime | None = None) -> bool:
+        after = self.solutions_public_after
+        return after is not None and after <= (now or timezone.now())
 
     @property
     def category_label(self) -> str:

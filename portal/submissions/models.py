@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from evaluator.contract import ProblemStatus, ResultFlag
 from portal.accounts.models import Team
@@ -42,6 +43,26 @@ class SubmissionQuerySet(models.QuerySet["Submission"]):
 
     def active(self) -> SubmissionQuerySet:
         return self.filter(status__in=Submission.ACTIVE)
+
+    def created_since(self, moment: datetime) -> SubmissionQuerySet:
+        return self.filter(created_at__gte=moment)
+
+    def disqualified(self) -> SubmissionQuerySet:
+        return self.filter(disqualified_at__isnull=False)
+
+    def downloadable_by(self, user, *, now: datetime | None = None) -> SubmissionQuerySet:
+        """Bundles are private to their team (and staff) until the problem's solutions are
+        published: then a bundle that passed it is anyone's to download."""
+        if user.is_authenticated and user.is_staff:
+            return self
+        public = models.Q(
+            results__status=ProblemResult.Status.PASSED,
+            results__problem__status=Problem.Status.PUBLISHED,
+            results__problem__solutions_public_after__lte=now or timezone.now(),
+        )
+        if user.is_authenticated:
+            public |= models.Q(team__memberships__user=user)
+        return self.filter(public).distinct()
 
     def stalled(self, *, heartbeat_before: datetime) -> SubmissionQuerySet:
         return self.filter(status=Submission.Status.RUNNING, heartbeat_at__lt=heartbeat_before)
@@ -85,6 +106,9 @@ class Submission(models.Model):
     progress_total = models.PositiveIntegerField(default=0)
     current_problem = models.CharField(max_length=80, blank=True)
     environment = models.JSONField(default=dict, blank=True)
+    # Set by an admin: the submission's results never rank; the team sees the reason.
+    disqualified_at = models.DateTimeField(null=True, blank=True)
+    disqualification_reason = models.TextField(blank=True)
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -100,9 +124,23 @@ class Submission(models.Model):
         return self.status in self.ACTIVE
 
     @property
+    def is_disqualified(self) -> bool:
+        """Disqualified on its own or with its whole team."""
+        return self.disqualified_at is not None or self.team.is_disqualified
+
+    @property
     def planned_count(self) -> int:
         """Problems this attempt will evaluate, before its host has said so."""
         return self.progress_total or len(self.problems)
+
+
+class ActiveSubmission(Submission):
+    """The queue, for admins: submissions waiting for or running on a host."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "queued or running submission"
+        verbose_name_plural = "queue (queued and running submissions)"
 
 
 class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
@@ -114,10 +152,13 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
         return self.filter(flags=[])
 
     def counted(self, *, profile: str) -> ProblemResultQuerySet:
-        """Results that may rank: finished submissions of the profile, published problems."""
+        """Results that may rank: finished submissions of the profile, published problems,
+        neither the submission nor its team disqualified."""
         return self.filter(
             submission__profile=profile,
             submission__status=Submission.Status.DONE,
+            submission__disqualified_at__isnull=True,
+            submission__team__disqualified_at__isnull=True,
             problem__status=Problem.Status.PUBLISHED,
         )
 

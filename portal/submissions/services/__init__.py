@@ -1,5 +1,11 @@
 """Writes of the submissions app: creating and queueing bundles, recording evaluations."""
 
+from portal.submissions.services.curation import (
+    problem_best_submissions,
+    problem_reevaluate,
+    submission_disqualify,
+    submission_reinstate,
+)
 from portal.submissions.services.evaluations import (
     evaluation_finish,
     evaluation_progress,
@@ -17,6 +23,10 @@ __all__ = [
     "SubmissionError",
     "SweepReport",
     "evaluation_finish",
+    "problem_best_submissions",
+    "problem_reevaluate",
+    "submission_disqualify",
+    "submission_reinstate",
     "evaluation_progress",
     "evaluation_start",
     "submission_cancel",

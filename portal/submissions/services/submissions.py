@@ -16,10 +16,12 @@ from django.utils import timezone
 from evaluator.bundle import Bundle, BundleError, read_bundle
 from evaluator.contract import EvaluationRequest
 from evaluator.profiles import get_profile
+from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, Submission
+from portal.submissions.selectors import team_submission_quota
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,9 @@ def _read_upload(upload: UploadedFile) -> bytes:
     return data
 
 
-def _read_checked_bundle(filename: str, data: bytes) -> Bundle:
-    statuses = dict(Problem.objects.values_list("slug", "status"))
+def _read_checked_bundle(filename: str, data: bytes, *, profile: str) -> Bundle:
+    rows = {p.slug: p for p in Problem.objects.only("slug", "status", "profiles")}
+    statuses = {slug: p.status for slug, p in rows.items()}
     published = {slug for slug, status in statuses.items() if status == Problem.Status.PUBLISHED}
     try:
         # Every known slug, so that a hidden or retired one gets its own message below.
@@ -61,7 +64,25 @@ def _read_checked_bundle(filename: str, data: bytes) -> Bundle:
             f"Not open for submissions: {', '.join(closed)}. Remove "
             f"{'it' if len(closed) == 1 else 'them'} from the bundle and submit again."
         )
+    # Admins choose the hardware a problem is judged on (Problem.profiles).
+    elsewhere = sorted(slug for slug in bundle.solutions if not rows[slug].runs_on(profile))
+    if elsewhere:
+        raise SubmissionError(
+            f"Not judged on {get_profile(profile).label}: {', '.join(elsewhere)}. Remove "
+            f"{'it' if len(elsewhere) == 1 else 'them'} from the bundle and submit again."
+        )
     return bundle
+
+
+def _check_limits(team: Team) -> None:
+    if team.is_disqualified:
+        raise SubmissionError(
+            f"Your team is disqualified ({team.disqualification_reason}); "
+            "its submissions would not rank. Contact the organisers."
+        )
+    refusal = team_submission_quota(team).refusal()
+    if refusal:
+        raise SubmissionError(refusal)
 
 
 def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -> None:
@@ -99,15 +120,17 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
     team = team_of(user)
     if team is None:
         raise SubmissionError("Join or create a team before submitting.")
+    _check_limits(team)  # before reading the bundle: a refusal costs nothing
+    profile = settings.PKB_SUBMISSION_PROFILE
     data = _read_upload(upload)
     filename = os.path.basename(upload.name or "bundle")[:255]
-    bundle = _read_checked_bundle(filename, data)
+    bundle = _read_checked_bundle(filename, data, profile=profile)
     submission = Submission(
         team=team,
         user=user,
         bundle_name=filename,
         bundle_sha256=hashlib.sha256(data).hexdigest(),
-        profile=settings.PKB_SUBMISSION_PROFILE,
+        profile=profile,
         problems=sorted(bundle.solutions),
         status=Submission.Status.QUEUED,
         queued_at=timezone.now(),
@@ -116,6 +139,10 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
     # the row is committed, and an error means it is not: then the file must go too.
     try:
         with transaction.atomic(durable=True):
+            # The team's row is the lock that serialises its submissions: two uploads at
+            # once must not both take the last slot.
+            team = Team.objects.select_for_update().get(pk=team.pk)
+            _check_limits(team)
             submission.bundle.save(filename, ContentFile(data), save=False)
             submission.save()
             _enqueue_on_commit(submission, bundle=data)
