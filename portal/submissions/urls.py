@@ -10,4 +10,5 @@ urlpatterns = [
     path("submit/", views.submit, name="submit"),
     path("submissions/<int:pk>/", views.submission_detail, name="detail"),
     path("submissions/<int:pk>/status/", views.submission_status, name="status"),
+    path("submissions/<int:pk>/bundle/", views.submission_bundle, name="bundle"),
 ]

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.views import redirect_to_login
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
@@ -14,6 +15,7 @@ from portal.submissions.selectors import (
     environment_facts,
     submission_result_lines,
     team_recent_submissions,
+    team_submission_quota,
 )
 from portal.submissions.services import SubmissionError, submission_create
 
@@ -45,6 +47,7 @@ def submit(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "team": team,
+            "quota": team_submission_quota(team),
             "submissions": team_recent_submissions(team),
         },
         status=status,
@@ -78,3 +81,25 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the detail page, polled by htmx while the evaluation runs."""
     submission = _visible_submission(request, pk)
     return render(request, "submissions/_status.html", _detail_context(submission))
+
+
+@require_safe
+def submission_bundle(request: HttpRequest, pk: int) -> HttpResponse:
+    """The bundle as uploaded: for its team and staff, and for anyone once a problem it
+    passed has its solutions published (Problem.solutions_public_after)."""
+    submission = Submission.objects.downloadable_by(request.user).filter(pk=pk).first()
+    if submission is None:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        raise Http404("No such submission.")
+    try:
+        handle = submission.bundle.open("rb")
+    except FileNotFoundError:
+        raise Http404("The bundle's file is gone.") from None
+    # Always an attachment, never rendered: the name is the user's, the content theirs too.
+    return FileResponse(
+        handle,
+        as_attachment=True,
+        filename=f"submission-{submission.pk}-{submission.bundle_name}",
+        content_type="application/octet-stream",
+    )
