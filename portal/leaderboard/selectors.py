@@ -1,46 +1,33 @@
-"""The leaderboard: best result per (team, problem) from the database, scores in Python.
+"""The leaderboard, per-problem rankings and teams' standings; scores in Python.
 
-`leaderboard_rows` runs two queries whatever the number of teams, submissions or results:
-the published problems, and one row per (team, problem) with the team's best passed,
-unflagged result (picked by a window function in the database). A flagged pass (e.g. a time
-under the physical floor) is evidence on its submission's page, never a score.
+A team's best passed, unflagged result per problem counts (a flagged pass, e.g. a time under
+the physical floor, is evidence on its submission's page, never a score). Results are
+always selected through `ProblemResult.objects.counted(profile=...)`, so one hardware
+profile's results never meet another's, and whatever `counted` excludes (unfinished or
+disqualified submissions, unpublished problems) is excluded everywhere.
+
+Scoring and the ranking order are in `portal.leaderboard.scoring`. Boards are memoised by
+`portal.leaderboard.freshness` until the data they read changes.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import cached_property
 
-from django.db.models import F, Window
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
+from django.utils.safestring import SafeString
 
+from portal.accounts.models import Team
+from portal.leaderboard import charts, freshness
+from portal.leaderboard.scoring import Score, Solved, fast_p_steps
 from portal.problems.models import Category, Problem
-from portal.submissions.models import ProblemResult
+from portal.submissions.models import ProblemResult, Submission
 
 BASELINE_NAME = "PyTorch + NCCL (reference)"
-
-
-@dataclass(frozen=True)
-class Score:
-    """fast_0 (solved), fast_1 (faster than the reference) and geometric-mean speedup."""
-
-    solved: int
-    faster: int
-    geomean: float | None
-    total: int  # published problems in scope
-
-    @classmethod
-    def of(cls, speedups: list[float | None], total: int) -> Score:
-        timed = [s for s in speedups if s is not None and s > 0]
-        geomean = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
-        faster = sum(1 for s in timed if s > 1)
-        return cls(solved=len(speedups), faster=faster, geomean=geomean, total=total)
-
-    def sort_key(self) -> tuple:
-        return (-self.solved, -self.faster, -(self.geomean or 0.0))
 
 
 @dataclass(frozen=True)
@@ -48,20 +35,29 @@ class CategoryColumn:
     value: str
     label: str
     total: int
+    total_weight: float = 0.0
 
 
-@dataclass
+@dataclass(eq=False)
 class Row:
     team_name: str
     team_slug: str
     score: Score
-    categories: list[Score]  # in the order of the columns
+    categories: list[Score]  # in the order of the board's columns
     reached_at: datetime | None  # when the team reached its score (its last improvement)
-    # Mean fraction of the link limit over the counted results that report one; None on
-    # hosts without a measured peer bandwidth (CPU) and for the baseline.
-    roofline: float | None = None
+    curve: list[tuple[float, float]] = field(default_factory=list)  # fast_p corners, p 0..4
     is_baseline: bool = False
     rank: int | None = None  # None for the baseline
+
+    @property
+    def roofline(self) -> float | None:
+        """Mean fraction of the link limit over the counted results that report one."""
+        return self.score.roofline
+
+    @cached_property
+    def curve_svg(self) -> SafeString:
+        # Drawn once per row and kept with the memoised board.
+        return charts.fast_p_sparkline(self.curve, label=self.team_name)
 
 
 @dataclass
@@ -70,9 +66,26 @@ class Board:
     category: str | None
     columns: list[CategoryColumn]
     rows: list[Row] = field(default_factory=list)
+    categories_present: list[str] = field(default_factory=list)  # for the switcher
+    weighted: bool = False  # some problem in scope weighs other than 1
+
+    @property
+    def teams(self) -> int:
+        return sum(1 for r in self.rows if not r.is_baseline)
 
 
-def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _Best:
+    team_id: int
+    team_name: str
+    team_slug: str
+    problem_id: int
+    speedup: float | None
+    roofline: float | None
+    finished_at: datetime
+
+
+def _best_results(*, profile: str, problem_ids: list[int]) -> list[_Best]:
     """The best passed, unflagged result of each (team, problem); earliest among equals."""
     team = F("submission__team_id")
     ranked = (
@@ -84,75 +97,90 @@ def _best_results(*, profile: str, problem_ids: list[int]) -> list[dict[str, Any
             place=Window(
                 RowNumber(),
                 partition_by=[team, F("problem_id")],
-                order_by=[F("speedup").desc(nulls_last=True), F("submission__finished_at").asc()],
+                order_by=[
+                    F("speedup").desc(nulls_last=True),
+                    F("submission__finished_at").asc(),
+                    F("id").asc(),
+                ],
             )
         )
         .filter(place=1)
-        .values(
+        .values_list(
+            "submission__team_id",
+            "submission__team__name",
+            "submission__team__slug",
             "problem_id",
             "speedup",
             "roofline",
-            team_id=team,
-            team_name=F("submission__team__name"),
-            team_slug=F("submission__team__slug"),
-            finished_at=F("submission__finished_at"),
+            "submission__finished_at",
         )
     )
-    return [dict(row) for row in ranked]
+    # Tuples, not dicts or models: at 1,000 teams this is tens of thousands of rows.
+    return [_Best(*row) for row in ranked]
 
 
-def mean_roofline(results: list[dict]) -> float | None:
-    fractions = [r["roofline"] for r in results if r["roofline"] is not None]
-    return sum(fractions) / len(fractions) if fractions else None
+def _runs_on(profiles: list[str] | None, profile: str) -> bool:
+    """A problem is in a profile's scope unless an admin limited it to other profiles."""
+    return not profiles or profile in profiles
 
 
-def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:
-    return leaderboard(profile=profile, category=category).rows
-
-
-def leaderboard(*, profile: str, category: str | None = None) -> Board:
-    problems = list(Problem.objects.published().in_category(category).values_list("id", "category"))
-    category_of = dict(problems)
-    totals: dict[str, int] = defaultdict(int)
-    for _, cat in problems:
-        totals[cat] += 1
-    columns = [CategoryColumn(c.value, c.label, totals[c.value]) for c in Category if totals[c]]
-    board = Board(profile=profile, category=category, columns=columns)
-    if not problems:
-        return board
-
-    per_team: dict[int, list[dict]] = defaultdict(list)
-    for best in _best_results(profile=profile, problem_ids=list(category_of)):
-        per_team[best["team_id"]].append(best)
-
-    rows = [
-        Row(
-            team_name=BASELINE_NAME,
-            team_slug="",
-            score=Score.of([1.0] * len(problems), len(problems)),
-            categories=[Score.of([1.0] * col.total, col.total) for col in columns],
-            reached_at=None,
-            is_baseline=True,
-        )
+def _columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
+    counts: dict[str, int] = defaultdict(int)
+    weights: dict[str, float] = defaultdict(float)
+    for _, category, weight in problems:
+        counts[category] += 1
+        weights[category] += weight
+    return [
+        CategoryColumn(c.value, c.label, counts[c.value], weights[c.value])
+        for c in Category
+        if counts[c.value]
     ]
-    for results in per_team.values():
-        by_category: dict[str, list[float | None]] = defaultdict(list)
-        for best in results:
-            by_category[category_of[best["problem_id"]]].append(best["speedup"])
-        rows.append(
-            Row(
-                team_name=results[0]["team_name"],
-                team_slug=results[0]["team_slug"],
-                score=Score.of([b["speedup"] for b in results], len(problems)),
-                categories=[Score.of(by_category[col.value], col.total) for col in columns],
-                reached_at=max(b["finished_at"] for b in results),
-                roofline=mean_roofline(results),
-            )
-        )
-    # Among equal scores the earlier team wins; the baseline was there first of all.
+
+
+def _team_row(results: list[_Best], problems: dict[int, tuple[str, float]], board: Board) -> Row:
+    total = sum(col.total for col in board.columns)
+    total_weight = sum(col.total_weight for col in board.columns)
+    solved_by_category: dict[str, list[Solved]] = defaultdict(list)
+    solved = []
+    for best in results:
+        category, weight = problems[best.problem_id]
+        item = Solved(best.speedup, weight, best.roofline)
+        solved.append(item)
+        solved_by_category[category].append(item)
+    return Row(
+        team_name=results[0].team_name,
+        team_slug=results[0].team_slug,
+        score=Score.of(solved, total=total, total_weight=total_weight),
+        categories=[
+            Score.of(solved_by_category[c.value], total=c.total, total_weight=c.total_weight)
+            for c in board.columns
+        ],
+        reached_at=max(b.finished_at for b in results),
+        curve=fast_p_steps(solved, total_weight),
+    )
+
+
+def _baseline_row(problems: list[tuple[int, str, float]], board: Board) -> Row:
+    weights = [w for _, _, w in problems]
+    by_category: dict[str, list[float]] = defaultdict(list)
+    for _, category, weight in problems:
+        by_category[category].append(weight)
+    return Row(
+        team_name=BASELINE_NAME,
+        team_slug="",
+        score=Score.reference(weights),
+        categories=[Score.reference(by_category[c.value]) for c in board.columns],
+        reached_at=None,
+        curve=fast_p_steps([Solved(1.0, w) for w in weights], sum(weights)),
+        is_baseline=True,
+    )
+
+
+def _rank(rows: list[Row]) -> list[Row]:
+    # Best score first; among equal scores the earlier wins, and the baseline was there first.
     rows.sort(
         key=lambda r: (
-            r.score.sort_key(),
+            tuple(-v for v in r.score.sort_key()),
             not r.is_baseline,
             r.reached_at.timestamp() if r.reached_at else 0.0,
             r.team_name,
@@ -163,5 +191,229 @@ def leaderboard(*, profile: str, category: str | None = None) -> Board:
         if not row.is_baseline:
             rank += 1
             row.rank = rank
-    board.rows = rows
+    return rows
+
+
+def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
+    """The board computed from the database: two queries whatever the number of teams."""
+    published = [
+        (pid, category, weight)
+        for pid, category, weight, profiles in Problem.objects.published().values_list(
+            "id", "category", "weight", "profiles"
+        )
+        if _runs_on(profiles, profile)
+    ]
+    present = {cat for _, cat, _ in published}
+    in_scope = [p for p in published if category is None or p[1] == category]
+    board = Board(
+        profile=profile,
+        category=category,
+        columns=_columns(in_scope),
+        categories_present=[c.value for c in Category if c.value in present],
+        weighted=any(w != 1.0 for _, _, w in in_scope),
+    )
+    if not in_scope:
+        return board
+    problems = {pid: (cat, weight) for pid, cat, weight in in_scope}
+    per_team: dict[int, list[_Best]] = defaultdict(list)
+    for best in _best_results(profile=profile, problem_ids=list(problems)):
+        per_team[best.team_id].append(best)
+    rows = [_baseline_row(in_scope, board)]
+    rows += [_team_row(results, problems, board) for results in per_team.values()]
+    board.rows = _rank(rows)
     return board
+
+
+def leaderboard(*, profile: str, category: str | None = None) -> Board:
+    """The board, memoised until a result, submission, problem or team changes.
+
+    One query (the data's version) when the memo is fresh, three when it is built.
+    """
+    return freshness.memoised(
+        ("board", profile, category),
+        lambda: build_leaderboard(profile=profile, category=category),
+    )
+
+
+def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:
+    return leaderboard(profile=profile, category=category).rows
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """One team's best result on one problem."""
+
+    rank: int
+    team_name: str
+    team_slug: str
+    speedup: float | None
+    time_us: float | None
+    ref_time_us: float | None
+    roofline: float | None
+    reached_at: datetime | None
+
+
+def problem_ranking(*, problem: Problem, profile: str) -> list[ProblemRow]:
+    """Every team's best passed, unflagged result on one problem, fastest first; one query.
+
+    Among equal speedups the team that got there first ranks higher, as on the leaderboard.
+    """
+    order = [
+        F("speedup").desc(nulls_last=True),
+        F("submission__finished_at").asc(),
+        F("id").asc(),
+    ]
+    best = (
+        ProblemResult.objects.counted(profile=profile)
+        .passed()
+        .unflagged()
+        .filter(problem=problem)
+        .annotate(
+            place=Window(RowNumber(), partition_by=[F("submission__team_id")], order_by=order)
+        )
+        .filter(place=1)
+        .order_by(*order)
+        .values_list(
+            "submission__team__name",
+            "submission__team__slug",
+            "speedup",
+            "time_us",
+            "ref_time_us",
+            "roofline",
+            "submission__finished_at",
+        )
+    )
+    return [ProblemRow(i, *row) for i, row in enumerate(best, start=1)]
+
+
+@dataclass(frozen=True)
+class TeamBest:
+    """A team's best counted result on one problem."""
+
+    slug: str
+    title: str
+    category: str
+    speedup: float | None
+    time_us: float | None
+    roofline: float | None
+    reached_at: datetime
+
+    @property
+    def category_label(self) -> str:
+        return Category(self.category).label
+
+
+@dataclass
+class TeamStanding:
+    """What a team's public page shows for one hardware profile."""
+
+    profile: str
+    score: Score
+    categories: list[tuple[CategoryColumn, Score]]  # categories the team has solved in
+    best: list[TeamBest]  # in catalog order
+    fast_1_history: list[tuple[datetime, float]]  # (when, fast_1 after that submission)
+    curve: list[tuple[float, float]]
+    rank: int | None
+    teams: int
+
+
+def _is_better(new: float | None, old: float | None) -> bool:
+    return (new if new is not None else float("-inf")) > (old if old is not None else float("-inf"))
+
+
+def team_standing(*, team: Team, profile: str) -> TeamStanding:
+    """Best results, scores and the fast_1 history of one team; three or five queries.
+
+    The history is scored against today's published problems and weights, so its last
+    point is the team's fast_1 on the board.
+    """
+    published = [
+        row[:-1]
+        for row in Problem.objects.published()
+        .in_catalog_order()
+        .values_list("id", "slug", "title", "category", "weight", "profiles")
+        if _runs_on(row[-1], profile)
+    ]
+    problems = {pid: (slug, title, cat, weight) for pid, slug, title, cat, weight in published}
+    results = (
+        ProblemResult.objects.counted(profile=profile)
+        .passed()
+        .unflagged()
+        .filter(submission__team=team, problem_id__in=list(problems))
+        .order_by("submission__finished_at", "id")
+        .values_list("problem_id", "speedup", "time_us", "roofline", "submission__finished_at")
+    )
+    total_weight = sum(w for *_, w in published)
+    best: dict[int, tuple[float | None, float | None, float | None, datetime]] = {}
+    history: list[tuple[datetime, float]] = []
+    for problem_id, speedup, time_us, roofline, finished_at in results:
+        if problem_id not in best or _is_better(speedup, best[problem_id][0]):
+            best[problem_id] = (speedup, time_us, roofline, finished_at)
+        fast_1 = sum(problems[p][3] for p, b in best.items() if b[0] is not None and b[0] > 1)
+        share = fast_1 / total_weight if total_weight else 0.0
+        if history and history[-1][0] == finished_at:
+            history[-1] = (finished_at, share)  # one point per submission
+        elif not history or history[-1][1] != share:
+            history.append((finished_at, share))
+
+    solved = {pid: Solved(b[0], problems[pid][3], b[2]) for pid, b in best.items()}
+    board = leaderboard(profile=profile)
+    columns = _columns([(pid, cat, w) for pid, _, _, cat, w in published])
+    by_category: dict[str, list[Solved]] = defaultdict(list)
+    for pid, item in solved.items():
+        by_category[problems[pid][2]].append(item)
+    return TeamStanding(
+        profile=profile,
+        score=Score.of(list(solved.values()), total=len(published), total_weight=total_weight),
+        categories=[
+            (c, Score.of(by_category[c.value], total=c.total, total_weight=c.total_weight))
+            for c in columns
+            if by_category[c.value]
+        ],
+        best=[
+            TeamBest(slug, title, cat, *best[pid])
+            for pid, (slug, title, cat, _) in problems.items()
+            if pid in best
+        ],
+        fast_1_history=history,
+        curve=fast_p_steps(list(solved.values()), total_weight),
+        rank=next((r.rank for r in board.rows if r.team_slug == team.slug and r.rank), None),
+        teams=board.teams,
+    )
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A submission as the public sees it: when, on what, and how it went; no code, no logs."""
+
+    id: int
+    created_at: datetime
+    finished_at: datetime | None
+    status: str
+    status_label: str
+    profile: str
+    planned: int
+    passed: int
+
+
+def team_history(*, team: Team, limit: int = 50) -> list[HistoryEntry]:
+    """The team's latest submissions with their count of passed problems; one query."""
+    rows = (
+        Submission.objects.for_team(team)
+        .annotate(passed=Count("results", filter=Q(results__status=ProblemResult.Status.PASSED)))
+        .values_list("id", "created_at", "finished_at", "status", "profile", "problems", "passed")
+        .order_by("-created_at", "-id")[:limit]
+    )
+    return [
+        HistoryEntry(
+            sid,
+            created,
+            finished,
+            status,
+            Submission.Status(status).label,
+            profile,
+            len(planned or []),
+            passed,
+        )
+        for sid, created, finished, status, profile, planned, passed in rows
+    ]

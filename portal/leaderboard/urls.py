@@ -9,4 +9,5 @@ app_name = "leaderboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("leaderboard/", views.home, name="leaderboard"),
+    path("teams/<slug:slug>/", views.team_page, name="team"),
 ]

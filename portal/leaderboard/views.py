@@ -1,40 +1,96 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from evaluator.profiles import PROFILES
-from portal.leaderboard.selectors import leaderboard
-from portal.problems.models import Category, Problem
+from portal.accounts.models import Team
+from portal.accounts.selectors import team_members
+from portal.leaderboard import charts
+from portal.leaderboard.selectors import leaderboard, team_history, team_standing
+from portal.problems.models import Category
+
+ROWS_PER_PAGE = 50
+
+
+def profile_argument(request: HttpRequest, default: str | None = None) -> str:
+    """The hardware profile asked for; an unknown one is a 404, not a silent default."""
+    profile = request.GET.get("profile") or default or settings.PKB_SUBMISSION_PROFILE
+    if profile not in PROFILES:
+        raise Http404("no such profile")
+    return profile
 
 
 def board_arguments(request: HttpRequest) -> tuple[str, str | None]:
     """The profile and category asked for; unknown values are a 404, not a silent default."""
-    profile = request.GET.get("profile") or settings.PKB_SUBMISSION_PROFILE
+    profile = profile_argument(request)
     category = request.GET.get("category") or None
-    if profile not in PROFILES or (category is not None and category not in Category.values):
-        raise Http404("no such profile or category")
+    if category is not None and category not in Category.values:
+        raise Http404("no such category")
     return profile, category
+
+
+def _switch_query(*, profile: str, category: str | None) -> str:
+    """The query string of a board: the default profile is left out, links stay short."""
+    parts = [f"category={category}"] if category else []
+    if profile != settings.PKB_SUBMISSION_PROFILE:
+        parts.append(f"profile={profile}")
+    return "?" + "&".join(parts) if parts else "?"
 
 
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     profile, category = board_arguments(request)
     board = leaderboard(profile=profile, category=category)
-    present = set(Problem.objects.published().values_list("category", flat=True))
+    page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "leaderboard/home.html",
         {
             "board": board,
+            "page": page,
             # One group per category, unless it would repeat the headline columns.
             "show_groups": category is None and len(board.columns) > 1,
             "profile": PROFILES[profile],
-            "profiles": PROFILES.values(),
-            "categories": [c for c in Category if c.value in present],
+            "profile_links": [
+                (p, _switch_query(profile=p.name, category=category)) for p in PROFILES.values()
+            ],
+            "category_links": [
+                (Category(c), _switch_query(profile=profile, category=c))
+                for c in board.categories_present
+            ],
+            "overall_link": _switch_query(profile=profile, category=None),
             "category": Category(category) if category else None,
-            "default_profile": settings.PKB_SUBMISSION_PROFILE,
+            "page_query": _switch_query(profile=profile, category=category).lstrip("?"),
+        },
+    )
+
+
+@require_safe
+def team_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """A team's public page: members, best results, history, charts; never code or logs."""
+    team = get_object_or_404(Team, slug=slug)
+    history = team_history(team=team)
+    # Where the team last submitted is where its results most likely are.
+    profile = profile_argument(request, default=history[0].profile if history else None)
+    standing = team_standing(team=team, profile=profile)
+    return render(
+        request,
+        "leaderboard/team.html",
+        {
+            "team": team,
+            "members": team_members(team),
+            "history": history,
+            "standing": standing,
+            "profile": PROFILES[profile],
+            "profiles": PROFILES.values(),
+            "fast_1_chart": charts.timeline_chart(
+                standing.fast_1_history, end=timezone.now(), label=f"fast_1 of {team.name}"
+            ),
+            "fast_p_chart": charts.fast_p_chart(standing.curve, label=team.name),
         },
     )

@@ -6,6 +6,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
+from evaluator.profiles import PROFILES
+from portal.leaderboard.selectors import problem_ranking
+from portal.leaderboard.views import profile_argument
 from portal.problems.models import Category, Problem
 
 
@@ -34,4 +37,20 @@ def problem_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 def problem_detail(request: HttpRequest, slug: str) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.published(), slug=slug)
-    return render(request, "problems/detail.html", {"problem": problem})
+    profile = profile_argument(request)
+    ranking = problem_ranking(problem=problem, profile=profile)
+    return render(
+        request,
+        "problems/detail.html",
+        {
+            "problem": problem,
+            "ranking": ranking,
+            # The reference row goes above the first team not faster than it.
+            "baseline_at": next(
+                (i for i, r in enumerate(ranking) if r.speedup is None or r.speedup <= 1.0),
+                len(ranking),
+            ),
+            "profile": PROFILES[profile],
+            "profiles": PROFILES.values(),
+        },
+    )

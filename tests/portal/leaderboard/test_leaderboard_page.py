@@ -38,8 +38,8 @@ def test_the_category_switcher_links_and_filters(client, ranked):
     assert 'href="?category=tensor"' in page and 'href="?category=collective"' in page
     page = client.get(reverse("leaderboard:home"), {"category": "tensor"}).content.decode()
     assert "Tensor Twins" in page and "Ring Masters" not in page
-    # The headline group: solved, faster, geomean and roofline.
-    assert '<th colspan="4" class="group">Tensor parallel</th>' in page
+    # The headline group: fast_1, fast_0, fast_2, geomean, roofline and the fast_p curve.
+    assert '<th colspan="6" class="group">Tensor parallel</th>' in page
     assert "Collective primitives</th>" not in page
 
 
@@ -87,13 +87,13 @@ def test_the_roofline_column_shows_the_mean_and_is_blank_for_the_baseline(client
         ProblemResultFactory(submission=submission, problem=problems[slug], roofline=fraction)
     response = client.get(reverse("leaderboard:home"))
     page = response.content.decode()
-    assert '<th colspan="4" class="group">All problems</th>' in page
+    assert '<th colspan="6" class="group">All problems</th>' in page
     assert ">Roofline</th>" in page
-    assert '<td class="num">62%</td>' in page
-    [baseline, team] = response.context["board"].rows  # 2 solved of 3: under the baseline
+    assert '<td class="num roofline">62%</td>' in page
+    [team, baseline] = response.context["board"].rows  # 2 faster at 1.5x: above the baseline
     assert team.roofline == pytest.approx(0.62) and baseline.roofline is None
     baseline_row = page[page.index('<tr class="baseline">') :]
-    assert '<td class="num"></td>' in baseline_row[: baseline_row.index("</tr>")]
+    assert '<td class="num roofline"></td>' in baseline_row[: baseline_row.index("</tr>")]
 
 
 def test_a_team_with_only_a_flagged_result_is_not_ranked(client, problems):

@@ -1,0 +1,15 @@
+"""Formats of the boards' numbers."""
+
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def share(value: float | None) -> str:
+    """A fast_p share as a whole percentage: 0%, 67%, 100%."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    return f"{value * 100:.0f}%"
