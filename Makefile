@@ -11,7 +11,7 @@ PORT ?= 8000
 run: export PKB_DEBUG ?= 1
 run: export PORT := $(PORT)
 
-.PHONY: run test install redis migrate lint format clean
+.PHONY: run test install redis chromium migrate lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	scripts/make-venv "$(PYTHON)" "$(VENV)"
@@ -34,7 +34,11 @@ run: install redis migrate
 	@echo "Serving on http://127.0.0.1:$(PORT)/  (Ctrl-C stops everything)"
 	$(BIN)/honcho --procfile Procfile start
 
-test: install redis
+# Chromium (Debian's) for the browser tests; installed when missing and root.
+chromium:
+	@scripts/ensure-chromium >/dev/null
+
+test: install redis chromium
 	$(BIN)/pytest
 
 # Services, selectors and the evaluator's core are typed; mypy checks them with the

@@ -1,0 +1,86 @@
+"""What a visitor does, in a real browser: sign up, make a team, upload, watch, compare."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from portal.problems.services import problems_sync
+from tests.evaluator.archives import make_zip
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch"
+JUDGED_WITHIN_MS = 300_000
+
+
+def _sign_up(page, username: str) -> None:
+    page.goto("/")
+    page.get_by_role("link", name="Sign up").click()
+    page.locator("#id_username").fill(username)
+    page.locator("#id_password1").fill("correct-horse-battery-9")
+    page.locator("#id_password2").fill("correct-horse-battery-9")
+    page.get_by_role("button", name="Create account").click()
+    page.get_by_text(username, exact=True).first.wait_for()
+
+
+def _bundle(tmp_path: Path) -> Path:
+    path = tmp_path / "pytorch.zip"
+    path.write_bytes(make_zip({p.name: p.read_text() for p in sorted(EXAMPLE.glob("*.py"))}))
+    return path
+
+
+def test_a_new_team_uploads_watches_and_finds_itself_ranked(page, workers, tmp_path, screenshot):
+    problems_sync()
+    _sign_up(page, "alice")
+
+    page.get_by_role("link", name="Team", exact=True).click()
+    page.get_by_label("Team name").fill("Alice's Kernels")
+    page.get_by_role("button", name="Create team").click()
+    page.get_by_role("heading", name=re.compile("Alice's Kernels")).first.wait_for()
+    screenshot("team")
+
+    page.get_by_role("link", name="Submit", exact=True).click()
+    screenshot("submit")
+    page.locator("input[type=file]").set_input_files(str(_bundle(tmp_path)))
+    page.get_by_role("button", name=re.compile("Submit for")).click()
+
+    # The submission page follows the evaluation live (htmx) until it is done.
+    status = page.locator("#submission-status")
+    status.wait_for()
+    page.locator("#submission-status .badge.big.done").wait_for(timeout=JUDGED_WITHIN_MS)
+    screenshot("submission")
+    failures = ".badge.wrong_answer, .badge.runtime_error, .badge.timeout, .badge.compile_error"
+    assert status.locator(failures).count() == 0
+    for example in EXAMPLE.glob("*.py"):
+        assert status.locator(f'a[href*="/{example.stem}/"]').count() >= 1, example.stem
+
+    page.get_by_role("link", name="Leaderboard").first.click()
+    row = page.locator("table tr", has_text="Alice's Kernels")
+    row.wait_for()
+    screenshot("leaderboard")
+
+    page.locator("#category-switcher").get_by_role("link", name="Collective primitives").click()
+    page.wait_for_url(re.compile(r"category=collective"))
+    assert page.locator("table tr", has_text="Alice's Kernels").count() == 1
+    screenshot("leaderboard-collective")
+
+
+def test_a_bad_bundle_is_refused_with_its_reason_and_nothing_is_kept(page, tmp_path):
+    problems_sync()
+    _sign_up(page, "charlie")
+    page.get_by_role("link", name="Team", exact=True).click()
+    page.get_by_label("Team name").fill("Charlie Ltd")
+    page.get_by_role("button", name="Create team").click()
+
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(make_zip({"no-such-problem.py": "def solution(x):\n    return x\n"}))
+    page.get_by_role("link", name="Submit", exact=True).click()
+    page.locator("input[type=file]").set_input_files(str(bad))
+    page.get_by_role("button", name=re.compile("Submit for")).click()
+    alert = page.get_by_role("alert").first
+    alert.wait_for()
+    assert "no-such-problem" in alert.inner_text()
+    assert "/submit" in page.url
