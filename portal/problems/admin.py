@@ -1,14 +1,42 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 
+from evaluator.profiles import PROFILES
 from portal.problems.models import Problem
 from portal.problems.services import problems_set_status
+from portal.submissions.admin_actions import log_each
+from portal.submissions.services import problem_reevaluate
+
+
+class ProblemForm(forms.ModelForm):
+    profiles = forms.MultipleChoiceField(
+        choices=[(p.name, p.label) for p in PROFILES.values()],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The hardware this problem is judged on; none ticked: all of them.",
+    )
+
+    class Meta:
+        model = Problem
+        fields = "__all__"
 
 
 @admin.register(Problem)
 class ProblemAdmin(admin.ModelAdmin):
-    list_display = ["title", "slug", "category", "status", "version", "weight", "updated_at"]
+    form = ProblemForm
+    list_display = [
+        "title",
+        "slug",
+        "category",
+        "status",
+        "version",
+        "weight",
+        "hardware",
+        "solutions_public_after",
+        "updated_at",
+    ]
     list_editable = ["status", "weight"]
     list_filter = ["status", "category"]
     search_fields = ["slug", "title"]
@@ -28,6 +56,8 @@ class ProblemAdmin(admin.ModelAdmin):
         "category",
         "status",
         "weight",
+        "profiles",
+        "solutions_public_after",
         "description",
         "signature",
         "world_sizes",
@@ -37,10 +67,16 @@ class ProblemAdmin(admin.ModelAdmin):
         "reference_source",
         "updated_at",
     ]
-    actions = ["publish", "hide", "retire"]
+    actions = ["publish", "hide", "retire", "reevaluate"]
+
+    @admin.display(description="Hardware")
+    def hardware(self, problem: Problem) -> str:
+        return ", ".join(problem.profiles) or "all"
 
     def _set_status(self, request, queryset, status: Problem.Status) -> None:
-        count = problems_set_status(problems=queryset, status=status)
+        changed = list(queryset.exclude(status=status))
+        count = problems_set_status(problems=changed, status=status)
+        log_each(self, request, changed, f"Status set to {status.label.lower()}.")
         self.message_user(
             request, f"{count} problem(s) now {status.label.lower()}.", messages.SUCCESS
         )
@@ -56,3 +92,16 @@ class ProblemAdmin(admin.ModelAdmin):
     @admin.action(description="Retire selected problems")
     def retire(self, request, queryset):
         self._set_status(request, queryset, Problem.Status.RETIRED)
+
+    @admin.action(description="Re-evaluate every team's best submission of selected problems")
+    def reevaluate(self, request, queryset):
+        total = 0
+        for problem in queryset:
+            reason = (
+                f"Re-evaluated by {request.user}: {problem.slug} is at version {problem.version}."
+            )
+            requeued = problem_reevaluate(problem=problem, reason=reason)
+            total += len(requeued)
+            ids = ", ".join(f"#{pk}" for pk in requeued) or "none"
+            self.log_change(request, problem, f"Re-evaluation queued: submissions {ids}.")
+        self.message_user(request, f"{total} submission(s) queued again.", messages.SUCCESS)

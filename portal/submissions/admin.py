@@ -1,9 +1,17 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import LogEntry
+from django.utils import timezone
 
-from portal.submissions.models import ProblemResult, Submission
-from portal.submissions.services import submission_cancel, submission_requeue
+from portal.submissions.admin_actions import log_each, with_reason
+from portal.submissions.models import ActiveSubmission, ProblemResult, Submission
+from portal.submissions.services import (
+    submission_cancel,
+    submission_disqualify,
+    submission_reinstate,
+    submission_requeue,
+)
 
 
 class ProblemResultInline(admin.TabularInline):
@@ -31,8 +39,62 @@ class ProblemResultInline(admin.TabularInline):
         return False
 
 
+class SubmissionActions:
+    """Requeue, cancel, disqualify and reinstate, each through its service and logged."""
+
+    actions = ["requeue", "cancel", "disqualify", "reinstate"]
+
+    @admin.action(description="Re-run selected submissions (new attempt)")
+    def requeue(self, request, queryset):
+        reason = f"Re-run by {request.user}."
+        changed = [s for s in queryset if submission_requeue(submission=s, reason=reason)]
+        log_each(self, request, changed, reason)
+        self.message_user(request, f"{len(changed)} submission(s) requeued.", messages.SUCCESS)
+
+    @admin.action(description="Cancel selected submissions")
+    def cancel(self, request, queryset):
+        reason = f"Cancelled by {request.user}."
+        changed = [s for s in queryset if submission_cancel(submission=s, reason=reason)]
+        log_each(self, request, changed, reason)
+        self.message_user(
+            request, f"{len(changed)} active submission(s) cancelled.", messages.SUCCESS
+        )
+
+    @admin.action(description="Disqualify selected submissions (asks for a reason)")
+    def disqualify(self, request, queryset):
+        return with_reason(
+            self,
+            request,
+            queryset,
+            action="disqualify",
+            title="Disqualify submissions",
+            # Logged also when only the reason changes: the team sees the new one.
+            apply=lambda s, reason: submission_disqualify(submission=s, reason=reason) or True,
+            done="{count} submission(s) disqualified.",
+        )
+
+    @admin.action(description="Reinstate selected submissions (undo a disqualification)")
+    def reinstate(self, request, queryset):
+        changed = [s for s in queryset if submission_reinstate(submission=s)]
+        log_each(self, request, changed, "Reinstated (disqualification undone).")
+        self.message_user(request, f"{len(changed)} submission(s) reinstated.", messages.SUCCESS)
+
+
+class DisqualifiedFilter(admin.SimpleListFilter):
+    title = "disqualified"
+    parameter_name = "disqualified"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(disqualified_at__isnull=self.value() == "no")
+        return queryset
+
+
 @admin.register(Submission)
-class SubmissionAdmin(admin.ModelAdmin):
+class SubmissionAdmin(SubmissionActions, admin.ModelAdmin):
     list_display = [
         "id",
         "team",
@@ -44,31 +106,97 @@ class SubmissionAdmin(admin.ModelAdmin):
         "host",
         "created_at",
         "finished_at",
+        "disqualified",
     ]
-    list_filter = ["status", "profile"]
+    list_filter = ["status", "profile", DisqualifiedFilter]
     search_fields = ["id", "team__name", "user__username", "bundle_name", "bundle_sha256"]
     list_select_related = ["team", "user"]
     date_hierarchy = "created_at"
     inlines = [ProblemResultInline]
-    actions = ["requeue", "cancel"]
     # Status changes go through the services (compare-and-set, enqueue on commit).
     readonly_fields = [f.name for f in Submission._meta.fields]
 
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description="Requeue selected submissions (new attempt)")
-    def requeue(self, request, queryset):
-        count = sum(
-            submission_requeue(submission=s, reason=f"Requeued by {request.user}.")
-            for s in queryset
-        )
-        self.message_user(request, f"{count} submission(s) requeued.", messages.SUCCESS)
+    @admin.display(boolean=True, ordering="disqualified_at")
+    def disqualified(self, submission: Submission) -> bool:
+        return submission.disqualified_at is not None
 
-    @admin.action(description="Cancel selected submissions")
-    def cancel(self, request, queryset):
-        count = sum(
-            submission_cancel(submission=s, reason=f"Cancelled by {request.user}.")
-            for s in queryset
-        )
-        self.message_user(request, f"{count} active submission(s) cancelled.", messages.SUCCESS)
+
+@admin.register(ActiveSubmission)
+class QueueAdmin(SubmissionActions, admin.ModelAdmin):
+    """The queue: what waits, what runs where, and how long since its host spoke."""
+
+    list_display = [
+        "id",
+        "team",
+        "profile",
+        "status",
+        "host",
+        "current_problem",
+        "progress",
+        "attempts",
+        "heartbeat_age",
+        "waiting",
+    ]
+    list_filter = ["status", "profile", "host"]
+    list_select_related = ["team"]
+    ordering = ["status", "host", "queued_at"]
+    actions = ["requeue", "cancel"]
+    readonly_fields = [f.name for f in Submission._meta.fields]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).active()
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="Progress")
+    def progress(self, submission: Submission) -> str:
+        return f"{submission.progress_done} / {submission.planned_count}"
+
+    @admin.display(description="Heartbeat", ordering="heartbeat_at")
+    def heartbeat_age(self, submission: Submission) -> str:
+        if submission.heartbeat_at is None:
+            return "-"
+        return f"{_seconds(timezone.now() - submission.heartbeat_at)} ago"
+
+    @admin.display(description="Queued for", ordering="queued_at")
+    def waiting(self, submission: Submission) -> str:
+        if submission.queued_at is None:
+            return "-"
+        return _seconds(timezone.now() - submission.queued_at)
+
+
+def _seconds(delta) -> str:
+    s = max(0, int(delta.total_seconds()))
+    return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s // 3600} h"
+
+
+@admin.register(LogEntry)
+class LogEntryAdmin(admin.ModelAdmin):
+    """Every admin action, who did it and when: read-only, so the record stays whole."""
+
+    list_display = ["action_time", "user", "content_type", "object_repr", "action", "message"]
+    list_filter = ["action_flag", "content_type", "user"]
+    search_fields = ["object_repr", "change_message", "user__username"]
+    date_hierarchy = "action_time"
+    list_select_related = ["user", "content_type"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Action", ordering="action_flag")
+    def action(self, entry: LogEntry) -> str:
+        return entry.get_action_flag_display()
+
+    @admin.display(description="Message")
+    def message(self, entry: LogEntry) -> str:
+        return entry.get_change_message()

@@ -104,3 +104,32 @@ def test_admins_set_the_status_through_the_service(problems):
     )
     assert changed == 1  # secret-op was hidden already
     assert Problem.objects.get(slug="all-reduce").status == Problem.Status.HIDDEN
+
+
+def test_a_tolerance_change_bumps_the_version_of_a_real_problem():
+    """The catalog's version hash covers tolerances, not only the code."""
+    import problems as catalog
+    from problems.spec import Tolerance
+
+    spec = next(p for p in catalog.all_problems() if p.tolerances)
+    dtype, tolerance = next(iter(spec.tolerances.items()))
+    looser = replace(
+        spec,
+        tolerances={
+            **spec.tolerances,
+            dtype: Tolerance(atol=tolerance.atol * 2, rtol=tolerance.rtol),
+        },
+    )
+    assert looser.version != spec.version
+    problems_sync(catalog=[spec])
+    assert problems_sync(catalog=[spec]).bumped == []  # idempotent on the real thing
+    report = problems_sync(catalog=[looser])
+    assert report.bumped == [spec.slug]
+    assert Problem.objects.get(slug=spec.slug).version == 2
+
+
+def test_a_sync_keeps_hardware_and_public_solutions_set_by_admins():
+    problems_sync(catalog=[FakeSpec("all-reduce")])
+    Problem.objects.filter(slug="all-reduce").update(profiles=["h200x4"])
+    problems_sync(catalog=[FakeSpec("all-reduce", version="v2")])
+    assert Problem.objects.get(slug="all-reduce").profiles == ["h200x4"]
