@@ -105,6 +105,23 @@ def team_submission_quota(team: Team, *, now: datetime | None = None) -> Submiss
     )
 
 
+def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
+    """Once a problem's solutions are public: each team's fastest passing result, fastest
+    first, with its submission and team (one query)."""
+    if not problem.solutions_are_public():
+        return []
+    results = (
+        ProblemResult.objects.passed()
+        .filter(problem=problem, submission__status=Submission.Status.DONE)
+        .select_related("submission__team")
+        .order_by("-speedup", "submission__finished_at", "pk")
+    )
+    best: dict[int, ProblemResult] = {}
+    for result in results:
+        best.setdefault(result.submission.team_id, result)
+    return list(best.values())
+
+
 def team_recent_submissions(team, *, limit: int = 20) -> list[Submission]:
     return list(Submission.objects.for_team(team).select_related("user")[:limit])
 

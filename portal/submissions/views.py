@@ -9,10 +9,12 @@ from django.views.decorators.http import require_http_methods, require_safe
 
 from evaluator.profiles import get_profile
 from portal.accounts.selectors import team_of
+from portal.problems.models import Problem
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
 from portal.submissions.selectors import (
     environment_facts,
+    problem_public_solutions,
     submission_result_lines,
     team_recent_submissions,
     team_submission_quota,
@@ -102,4 +104,15 @@ def submission_bundle(request: HttpRequest, pk: int) -> HttpResponse:
         as_attachment=True,
         filename=f"submission-{submission.pk}-{submission.bundle_name}",
         content_type="application/octet-stream",
+    )
+
+
+@require_safe
+def problem_solutions(request: HttpRequest, slug: str) -> HttpResponse:
+    """The passing bundles of a problem, public after the date its admins set."""
+    problem = get_object_or_404(Problem.objects.published(), slug=slug)
+    return render(
+        request,
+        "submissions/solutions.html",
+        {"problem": problem, "results": problem_public_solutions(problem)},
     )

@@ -105,3 +105,39 @@ def test_a_bad_id_is_a_404(client, alice, passed):
 def test_the_upload_form_links_each_bundle(client, alice, passed):
     client.force_login(alice)
     assert _url(passed) in client.get(reverse("submissions:submit")).content.decode()
+
+
+def _solutions(problem) -> str:
+    return reverse("submissions:solutions", args=[problem.slug])
+
+
+def test_the_solutions_page_lists_each_teams_fastest_pass_once_public(
+    client, passed, team, alice, charlie_team, problems
+):
+    problem = problems["all-reduce"]
+    faster = SubmissionFactory(team=team, user=alice, done=True, bundle_name="faster.zip")
+    ProblemResultFactory(submission=faster, problem=problem, speedup=3.0)
+    theirs = SubmissionFactory(team=charlie_team, done=True, bundle_name="charlie.zip")
+    ProblemResultFactory(submission=theirs, problem=problem, speedup=2.0)
+    _publish(problem)
+    response = client.get(_solutions(problem))  # anonymous
+    assert response.status_code == 200
+    rows = [(r.submission.team.name, r.submission.bundle_name) for r in response.context["results"]]
+    assert rows == [("Alice's Kernels", "faster.zip"), ("Charlie Ltd", "charlie.zip")]
+    assert _url(faster) in response.content.decode()
+
+
+def test_the_solutions_page_lists_nothing_before_publication(client, passed, problems):
+    problem = problems["all-reduce"]
+    _publish(problem, hours_ago=-2)
+    response = client.get(_solutions(problem))
+    assert response.status_code == 200
+    assert response.context["results"] == []
+    assert _url(passed) not in response.content.decode()
+    assert "private until" in response.content.decode()
+
+
+def test_the_solutions_page_rejects_wrong_method_and_unpublished_problems(client, problems):
+    assert client.post(_solutions(problems["all-reduce"])).status_code == 405
+    assert client.get(_solutions(problems["secret-op"])).status_code == 404
+    assert client.get(reverse("submissions:solutions", args=["no-such"])).status_code == 404
