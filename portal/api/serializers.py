@@ -198,11 +198,14 @@ class ProblemRankingSerializer(serializers.Serializer):
 
 class TeamSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:team", lookup_field="slug")
+    html_url = serializers.HyperlinkedIdentityField(
+        view_name="leaderboard:team", lookup_field="slug"
+    )
     member_count = serializers.IntegerField()
 
     class Meta:
         model = Team
-        fields = ["slug", "url", "name", "member_count", "created_at"]
+        fields = ["slug", "url", "html_url", "name", "member_count", "created_at"]
 
 
 class MemberSerializer(serializers.ModelSerializer):

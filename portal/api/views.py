@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -25,6 +25,7 @@ from portal.leaderboard.views import board_arguments
 from portal.problems.models import Category, Problem
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
+from portal.submissions.selectors import team_submission_quota
 from portal.submissions.services import SubmissionError, submission_cancel, submission_create
 
 PROFILE_PARAMETER = OpenApiParameter(
@@ -111,6 +112,7 @@ class SubmissionListCreate(generics.ListCreateAPIView):
         responses={
             201: serializers.SubmissionSummarySerializer,
             400: OpenApiResponse(description='`{"bundle": ["why the bundle was refused"]}`'),
+            429: OpenApiResponse(description="The team's submission limits; see Retry-After"),
         },
         summary="Submit a bundle for your team",
     )
@@ -120,12 +122,33 @@ class SubmissionListCreate(generics.ListCreateAPIView):
         form = SubmissionForm(data=request.POST, files=request.FILES)
         if not form.is_valid():
             raise ValidationError(_form_errors(form))
+        _check_quota(request)
         try:
             submission = submission_create(user=request.user, upload=form.cleaned_data["bundle"])
         except SubmissionError as exc:
             raise ValidationError({"bundle": [str(exc)]}) from None
         data = self.get_serializer(submission).data
-        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": data["url"]})
+        # str(): the value is DRF's Hyperlink, a str subclass that strict WSGI servers refuse.
+        headers = {"Location": str(data["url"])}
+        return Response(data, status=status.HTTP_201_CREATED, headers=headers)
+
+
+def _check_quota(request: Request) -> None:
+    """A team past its submission limits gets a 429 saying when to retry, where known.
+
+    submission_create checks again (a 400 then, as on the web form): this early look is for
+    clients, which can wait on a 429 but should not retry a 400.
+    """
+    team = team_of(request.user)
+    if team is None:
+        return
+    quota = team_submission_quota(team)
+    refusal = quota.refusal()
+    if refusal:
+        wait = None
+        if quota.next_slot_at is not None:
+            wait = max(1.0, (quota.next_slot_at - quota.now).total_seconds())
+        raise Throttled(wait=wait, detail=refusal)
 
 
 def _visible_submissions(request: Request):
@@ -187,7 +210,7 @@ class SubmissionCancel(APIView):
 
 
 def _teams():
-    return Team.objects.with_member_count()
+    return Team.objects.with_member_count().order_by("name")
 
 
 class TeamList(generics.ListAPIView):

@@ -189,3 +189,26 @@ def test_cancel_of_a_bad_id_is_a_404(alice_api, queued):
     assert (
         alice_api.post(reverse("api:submission-cancel", args=[queued.pk + 99])).status_code == 404
     )
+
+
+def test_a_team_at_its_daily_limit_gets_a_429_with_retry_after(
+    settings, alice_api, alice, team, submission_bundle
+):
+    settings.PKB_SUBMISSIONS_PER_DAY = 1
+    SubmissionFactory(team=team, user=alice, done=True)
+    response = alice_api.post(reverse("api:submissions"), {"bundle": submission_bundle})
+    assert response.status_code == 429
+    assert "used its 1 submissions of the last 24 hours" in response.json()["detail"]
+    assert 23 * 3600 < int(response["Retry-After"]) <= 24 * 3600
+    assert Submission.objects.count() == 1
+
+
+def test_a_team_with_too_many_running_gets_a_429(
+    settings, alice_api, alice, team, submission_bundle
+):
+    settings.PKB_MAX_ACTIVE_SUBMISSIONS = 1
+    SubmissionFactory(team=team, user=alice, running=True)
+    response = alice_api.post(reverse("api:submissions"), {"bundle": submission_bundle})
+    assert response.status_code == 429
+    assert "queued or running" in response.json()["detail"]
+    assert "Retry-After" not in response  # it depends on when the running one finishes

@@ -20,6 +20,9 @@ def test_teams_are_listed_with_their_member_counts(api, alice, bob, charlie):
         ("Charlie Ltd", 1),
     ]
     assert data["results"][0]["url"].endswith(reverse("api:team", args=["alices-kernels"]))
+    assert data["results"][0]["html_url"].endswith(
+        reverse("leaderboard:team", args=["alices-kernels"])
+    )
 
 
 def test_a_team_shows_its_members_but_not_its_invite_code(api, alice, bob):

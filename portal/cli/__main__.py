@@ -1,0 +1,3 @@
+from portal.cli.main import main
+
+raise SystemExit(main())

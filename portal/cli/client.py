@@ -1,0 +1,108 @@
+"""A small client of the site's REST API; every failure becomes an ApiError with a message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+USER_AGENT = "pkb-cli/1"
+TIMEOUT_S = 30.0
+
+
+class ApiError(Exception):
+    """A request that did not succeed; `message` is for people, `status` 0 means no answer."""
+
+    def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _detail(response: httpx.Response) -> str:
+    """DRF's error body as one line: {"detail": ...} or {"field": ["...", ...]}."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    if isinstance(body, dict):
+        if "detail" in body:
+            return str(body["detail"])
+        parts = []
+        for field, messages in body.items():
+            text = " ".join(messages) if isinstance(messages, list) else str(messages)
+            parts.append(text if field in ("bundle", "non_field_errors") else f"{field}: {text}")
+        return "; ".join(parts)
+    return str(body)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _error(response: httpx.Response) -> ApiError:
+    status = response.status_code
+    detail = _detail(response)
+    if status == 401:
+        message = f"{detail or 'not authenticated'} (run `pkb login`, or set PKB_TOKEN)"
+    elif status == 429:
+        # The site's reason (its request rate, or the team's submission limits) and the wait.
+        wait = _retry_after(response)
+        message = (detail or "too many requests") + (
+            f" (retry after {wait:.0f} s)" if wait is not None else ""
+        )
+    elif status >= 500:
+        message = f"the server failed (HTTP {status}); try again later"
+    elif detail:
+        message = detail
+    elif status == 404:
+        message = f"not found: {response.request.url} (is the site's address right?)"
+    else:
+        message = f"HTTP {status} from {response.request.url}"
+    return ApiError(message, status=status, retry_after=_retry_after(response))
+
+
+class Client:
+    def __init__(self, url: str, token: str | None, *, transport: Any = None):
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Token {token}"
+        self.url = url
+        self._http = httpx.Client(
+            base_url=f"{url}/api/", headers=headers, timeout=TIMEOUT_S, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise ApiError(f"{self.url} did not answer within {TIMEOUT_S:.0f} s") from None
+        except httpx.TransportError as exc:
+            raise ApiError(f"cannot reach {self.url}: {exc}") from None
+        if response.is_error:
+            raise _error(response)
+        try:
+            return response.json()
+        except ValueError:
+            raise ApiError(
+                f"{response.request.url} did not answer with JSON: is {self.url} a pkb site?"
+            ) from None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self._send("GET", path, params={k: v for k, v in params.items() if v})
+
+    def post(self, path: str, **kwargs: Any) -> Any:
+        return self._send("POST", path, **kwargs)
+
+    def submit(self, bundle: Path) -> dict:
+        with bundle.open("rb") as fh:
+            files = {"bundle": (bundle.name, fh, "application/octet-stream")}
+            return self.post("submissions/", files=files)

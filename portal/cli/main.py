@@ -1,0 +1,304 @@
+"""`pkb`: log in with a team token, list problems, submit and follow bundles, read boards.
+
+Exit codes: 0 success; 1 a submission failed or a problem did not pass; 2 bad arguments;
+3 the site refused the request or could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from portal.cli import config
+from portal.cli.client import ApiError, Client
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+FINISHED = {"done", "failed", "cancelled"}
+POLL_S = 2.0
+# Waiting out a 429 while following a submission, at most this long per answer.
+MAX_BACKOFF_S = 60.0
+
+# Tests replace it to move the evaluation on between two polls, without waiting.
+sleep: Callable[[float], None] = time.sleep
+
+
+class UsageError(Exception):
+    pass
+
+
+def _out() -> Console:
+    return Console(highlight=False, markup=False, soft_wrap=True)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+def _client(args: argparse.Namespace, *, need_token: bool = False) -> Client:
+    cfg = config.load(url=args.url)
+    if need_token and not cfg.token:
+        raise ApiError("no token: run `pkb login` (or set PKB_TOKEN)", status=401)
+    return Client(cfg.url, cfg.token)
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    cfg = config.load(url=args.url)
+    token = args.token or _ask_token(cfg.url)
+    if not token:
+        raise UsageError("no token given")
+    client = Client(cfg.url, token)
+    try:
+        me = client.get("me/")
+    finally:
+        client.close()
+    path = config.save(url=cfg.url, token=token)
+    team = f" for team {me['team']}" if me.get("team") else " (in no team yet)"
+    _err().print(f"Logged in to {cfg.url} as {me['username']}{team}. Token saved in {path}.")
+    return EXIT_OK
+
+
+def _ask_token(url: str) -> str:
+    prompt = f"API token for {url} (create one on the site's Team page, under API tokens): "
+    if sys.stdin.isatty():
+        return getpass.getpass(prompt).strip()
+    return sys.stdin.readline().strip()
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    client = _client(args)
+    problems = client.get("problems/")
+    table = Table("slug", "category", "title", "world sizes", box=None)
+    for p in problems:
+        sizes = ", ".join(str(w) for w in p["world_sizes"])
+        table.add_row(p["slug"], p["category"], p["title"], sizes)
+    _out().print(table)
+    return EXIT_OK
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _results_table(submission: dict) -> Table:
+    table = Table("problem", "status", "speedup", "time", "reference", "roofline", "message")
+    for r in submission["results"]:
+        status = r["status"].replace("_", " ") + (" (flagged)" if r.get("flagged") else "")
+        table.add_row(
+            r["problem"],
+            status,
+            _fmt(r["speedup"], ".2f", "x"),
+            _fmt(r["time_us"], ".1f", " µs"),
+            _fmt(r["ref_time_us"], ".1f", " µs"),
+            _fmt(r["roofline"], ".0%"),
+            (r["message"] or "").splitlines()[0][:120] if r["message"] else "",
+        )
+    return table
+
+
+def _outcome(submission: dict) -> int:
+    """1 unless the submission finished and every problem of it passed unflagged."""
+    if submission["status"] not in FINISHED:
+        return EXIT_OK  # still going: nothing has failed yet
+    passed = {r["problem"] for r in submission["results"] if r["status"] == "passed"}
+    flagged = {r["problem"] for r in submission["results"] if r.get("flagged")}
+    ok = submission["status"] == "done" and set(submission["problems"]) <= passed - flagged
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _report(submission: dict) -> int:
+    out = _out()
+    status = submission["status"]
+    line = f"Submission #{submission['id']} ({submission['bundle_name']}): {status}"
+    if submission.get("reason"):
+        line += f": {submission['reason']}"
+    out.print(line)
+    if submission["results"]:
+        out.print(_results_table(submission))
+    elif status not in FINISHED:
+        done, total = submission["progress_done"], submission["progress_total"]
+        out.print(f"{done}/{total or len(submission['problems'])} problems evaluated")
+    out.print(submission["html_url"])
+    return _outcome(submission)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    bundle = Path(args.bundle)
+    if not bundle.is_file():
+        raise UsageError(f"{bundle}: no such file")
+    client = _client(args, need_token=True)
+    created = client.submit(bundle)
+    _err().print(
+        f"Submitted #{created['id']} for {created['team']}: {len(created['problems'])} "
+        f"problem(s), {created['status']}. {created['html_url']}"
+    )
+    if not args.wait:
+        return EXIT_OK
+    return _report(_follow(client, created["id"], poll=args.poll))
+
+
+def _poll(client: Client, sid: int) -> dict:
+    """The submission, waiting out a 429 rather than giving up on a long evaluation."""
+    while True:
+        try:
+            return client.get(f"submissions/{sid}/")
+        except ApiError as exc:
+            if exc.status != 429:
+                raise
+            sleep(min(exc.retry_after or POLL_S, MAX_BACKOFF_S))
+
+
+def _follow(client: Client, sid: int, *, poll: float) -> dict:
+    """Poll until the submission is finished, with a bar of problems done out of total."""
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[current]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=_err(), transient=False) as progress:
+        task = progress.add_task("queued", total=None, current="")
+        while True:
+            submission = _poll(client, sid)
+            total = submission["progress_total"] or len(submission["problems"])
+            progress.update(
+                task,
+                description=submission["status"],
+                total=total,
+                completed=submission["progress_done"],
+                current=submission["current_problem"],
+            )
+            if submission["status"] in FINISHED:
+                if submission["status"] == "done":
+                    progress.update(task, completed=total, current="")
+                return submission
+            sleep(poll)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    client = _client(args, need_token=True)
+    return _report(client.get(f"submissions/{args.id}/"))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = _client(args, need_token=True)
+    cancelled = client.post(f"submissions/{args.id}/cancel/")
+    _err().print(f"Submission #{cancelled['id']}: {cancelled['status']}.")
+    return EXIT_OK
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.problem:
+        return _problem_board(client, args)
+    board = client.get("leaderboard/", category=args.category, profile=args.profile)
+    scope = board["category"] or "all categories"
+    table = Table(
+        "rank", "team", "solved", "fast_1", "fast_2", "geomean", "roofline",
+        title=f"{scope}, profile {board['profile']}",
+    )  # fmt: skip
+    for row in board["rows"]:
+        score = row["score"]
+        table.add_row(
+            "—" if row["rank"] is None else str(row["rank"]),
+            row["team"],
+            f"{score['solved']}/{score['total']}",
+            _fmt(score.get("fast_1"), ".0%"),
+            _fmt(score.get("fast_2"), ".0%"),
+            _fmt(score["geomean"], ".2f", "x"),
+            _fmt(score.get("roofline"), ".0%"),
+        )
+    _out().print(table)
+    return EXIT_OK
+
+
+def _problem_board(client: Client, args: argparse.Namespace) -> int:
+    board = client.get(f"leaderboard/problems/{args.problem}/", profile=args.profile)
+    table = Table(
+        "rank", "team", "speedup", "time", "reference", "roofline",
+        title=f"{board['problem']}, profile {board['profile']}",
+    )  # fmt: skip
+    for row in board["rows"]:
+        table.add_row(
+            str(row["rank"]),
+            row["team"],
+            _fmt(row["speedup"], ".2f", "x"),
+            _fmt(row["time_us"], ".1f", " µs"),
+            _fmt(row["ref_time_us"], ".1f", " µs"),
+            _fmt(row["roofline"], ".0%"),
+        )
+    _out().print(table)
+    return EXIT_OK
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="pkb",
+        description="Submit multi-GPU kernels to a pkb leaderboard and follow them.",
+        epilog="The site and token come from --url, PKB_URL and PKB_TOKEN, or `pkb login`'s "
+        "config file. Exit codes: 0 ok, 1 a submission or problem failed, 2 bad arguments, "
+        "3 the site refused the request or could not be reached.",
+    )
+    top.add_argument("--url", help="the site, e.g. https://kernels.example.org")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    login = commands.add_parser("login", help="check a team API token and store it")
+    login.add_argument("--token", help="the token (asked for when not given)")
+    login.set_defaults(run=cmd_login)
+
+    commands.add_parser("problems", help="list the open problems").set_defaults(run=cmd_problems)
+
+    submit = commands.add_parser("submit", help="upload a bundle for your team")
+    submit.add_argument("bundle", help="a .zip / .tar.gz of <problem-slug>.py files, or one .py")
+    submit.add_argument("--wait", action="store_true", help="follow it until it is evaluated")
+    submit.add_argument("--poll", type=_positive, default=POLL_S, help="seconds between checks")
+    submit.set_defaults(run=cmd_submit)
+
+    status = commands.add_parser("status", help="a submission's state and results")
+    status.add_argument("id", type=int)
+    status.set_defaults(run=cmd_status)
+
+    cancel = commands.add_parser("cancel", help="cancel a queued or running submission")
+    cancel.add_argument("id", type=int)
+    cancel.set_defaults(run=cmd_cancel)
+
+    board = commands.add_parser("leaderboard", help="the ranking, overall or per category")
+    board.add_argument("--category", help="e.g. collective, tensor, context")
+    board.add_argument("--profile", help="hardware profile, e.g. h200x4 (default: the site's)")
+    board.add_argument("--problem", help="rank teams on one problem instead")
+    board.set_defaults(run=cmd_leaderboard)
+
+    # --url is accepted after the command too (`pkb submit b.zip --url ...`).
+    for sub in (login, submit, status, cancel, board, commands.choices["problems"]):
+        sub.add_argument("--url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        _err().print(f"pkb: error: {exc}")
+        return EXIT_USAGE
+    except (ApiError, config.ConfigError) as exc:
+        _err().print(f"pkb: error: {exc}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _err().print("pkb: interrupted")
+        return 130
