@@ -289,6 +289,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,  # a multipart upload's request body differs from its reply
+    # Two models have a `status`: name their enums rather than let a hash tell them apart.
+    "ENUM_NAME_OVERRIDES": {
+        "SubmissionStatusEnum": "portal.submissions.models.Submission.Status",
+        "ProblemResultStatusEnum": "portal.submissions.models.ProblemResult.Status",
+    },
 }
 
 LOGGING = {

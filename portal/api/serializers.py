@@ -118,6 +118,9 @@ class SubmissionLinksMixin(serializers.Serializer):
 class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSerializer):
     team = serializers.CharField(source="team.name")
     user = serializers.CharField(source="user.username")
+    disqualified = serializers.BooleanField(
+        source="is_disqualified", help_text="It, or its team, is disqualified: it never ranks."
+    )
 
     class Meta:
         model = Submission
@@ -132,6 +135,8 @@ class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSeriali
             "problems",
             "status",
             "reason",
+            "disqualified",
+            "disqualification_reason",
             "created_at",
             "finished_at",
             "progress_done",
@@ -143,6 +148,7 @@ class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSeriali
 class SubmissionSerializer(SubmissionLinksMixin, serializers.ModelSerializer):
     team = serializers.CharField(source="team.name")
     user = serializers.CharField(source="user.username")
+    disqualified = serializers.BooleanField(source="is_disqualified")
     results = ProblemResultSerializer(many=True)
 
     class Meta:
@@ -159,6 +165,8 @@ class SubmissionSerializer(SubmissionLinksMixin, serializers.ModelSerializer):
             "problems",
             "status",
             "reason",
+            "disqualified",
+            "disqualification_reason",
             "attempts",
             "created_at",
             "queued_at",

@@ -110,6 +110,7 @@ def _outcome(submission: dict) -> int:
     passed = {r["problem"] for r in submission["results"] if r["status"] == "passed"}
     flagged = {r["problem"] for r in submission["results"] if r.get("flagged")}
     ok = submission["status"] == "done" and set(submission["problems"]) <= passed - flagged
+    ok = ok and not submission.get("disqualified")
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -119,6 +120,8 @@ def _report(submission: dict) -> int:
     line = f"Submission #{submission['id']} ({submission['bundle_name']}): {status}"
     if submission.get("reason"):
         line += f": {submission['reason']}"
+    if submission.get("disqualified"):
+        line += f" (disqualified: {submission.get('disqualification_reason') or 'see the site'})"
     out.print(line)
     if submission["results"]:
         out.print(_results_table(submission))

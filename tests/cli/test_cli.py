@@ -241,6 +241,16 @@ def test_status_shows_the_results(capsys, as_alice, alice, team, problems):
     assert code == 0 and "3.00x" in out and "passed" in out
 
 
+def test_status_of_a_disqualified_submission_fails(capsys, as_alice, alice, team, problems):
+    submission = SubmissionFactory(team=team, user=alice, done=True, problems=["all-reduce"])
+    ProblemResultFactory(submission=submission, problem=problems["all-reduce"], speedup=3.0)
+    submission.disqualified_at = submission.finished_at
+    submission.disqualification_reason = "copied team B's kernel"
+    submission.save()
+    code, out, _ = run(capsys, "status", str(submission.pk))
+    assert code == 1 and "(disqualified: copied team B's kernel)" in out
+
+
 def test_status_of_another_teams_submission_is_not_found(
     capsys, monkeypatch, site, charlie, alice, team
 ):

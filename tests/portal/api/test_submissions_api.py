@@ -212,3 +212,14 @@ def test_a_team_with_too_many_running_gets_a_429(
     assert response.status_code == 429
     assert "queued or running" in response.json()["detail"]
     assert "Retry-After" not in response  # it depends on when the running one finishes
+
+
+def test_a_disqualified_submission_says_so(alice_api, done):
+    done.disqualified_at = done.finished_at
+    done.disqualification_reason = "timed the reference, not the kernel"
+    done.save()
+    data = alice_api.get(reverse("api:submission", args=[done.pk])).json()
+    assert data["disqualified"] is True
+    assert data["disqualification_reason"] == "timed the reference, not the kernel"
+    listed = alice_api.get(reverse("api:submissions")).json()["results"][0]
+    assert listed["disqualified"] is True
