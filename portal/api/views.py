@@ -166,15 +166,13 @@ class SubmissionDetail(generics.RetrieveAPIView):
     def get_queryset(self):
         return _visible_submissions(self.request).prefetch_related("results__problem")
 
-    def get_serializer_context(self):
-        context = super().get_serializer_context()
-        submission = getattr(self, "_submission", None)
-        context["show_logs"] = submission is not None and _may_read_logs(self.request, submission)
-        return context
-
-    def get_object(self):
-        self._submission = super().get_object()
-        return self._submission
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        submission = self.get_object()
+        context = {
+            **self.get_serializer_context(),
+            "show_logs": _may_read_logs(request, submission),
+        }
+        return Response(self.get_serializer_class()(submission, context=context).data)
 
 
 def _may_read_logs(request: Request, submission: Submission) -> bool:

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from portal.api.serializers import ProblemResultSerializer
 from portal.submissions.models import Submission
 from tests.portal.api.conftest import token_client
 from tests.portal.bundles import solving, upload, zip_bundle
@@ -223,3 +224,9 @@ def test_a_disqualified_submission_says_so(alice_api, done):
     assert data["disqualification_reason"] == "timed the reference, not the kernel"
     listed = alice_api.get(reverse("api:submissions")).json()["results"][0]
     assert listed["disqualified"] is True
+
+
+def test_results_leave_the_log_out_unless_the_view_allows_it(done):
+    result = done.results.get()
+    assert "log" not in ProblemResultSerializer(result).data
+    assert ProblemResultSerializer(result, context={"show_logs": True}).data["log"]
