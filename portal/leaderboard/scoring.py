@@ -115,12 +115,20 @@ def fast_p_steps(results: Sequence[Solved], total_weight: float) -> list[tuple[f
     fast_p is a step function of p that falls at each speedup; the first point is
     (0, fast_0). An untimed pass counts at p = 0 only, so the curve drops right after 0.
     """
-    steps = [(0.0, fast_p(results, 0, total_weight))]
-    drops = sorted({r.speedup if r.speedup is not None else 0.0 for r in results})
-    for p in drops:
+    if total_weight <= 0:
+        return [(0.0, 0.0)]
+    remaining = sum(r.weight for r in results)
+    steps = [(0.0, remaining / total_weight)]
+    # Walk the speedups upwards once: at p = s, every result of speedup s stops counting.
+    by_speedup: dict[float, float] = {}
+    for r in results:
+        key = max(r.speedup, 0.0) if r.speedup is not None else 0.0
+        by_speedup[key] = by_speedup.get(key, 0.0) + r.weight
+    for p in sorted(by_speedup):
         if p >= CURVE_MAX_P:
             break
-        share = fast_p(results, max(p, 1e-12), total_weight)
+        remaining -= by_speedup[p]
+        share = round(max(remaining, 0.0) / total_weight, 12)  # no 1e-17 left by subtraction
         if share != steps[-1][1]:
-            steps.append((max(p, 0.0), share))
+            steps.append((p, share))
     return steps

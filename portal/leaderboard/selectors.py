@@ -68,6 +68,14 @@ class Board:
     rows: list[Row] = field(default_factory=list)
     categories_present: list[str] = field(default_factory=list)  # for the switcher
     weighted: bool = False  # some problem in scope weighs other than 1
+    # Rendered rows, kept with the memoised board: a page of 50 rows with 12 category groups
+    # costs tens of milliseconds to render through templates, a lookup once rendered.
+    fragments: dict[int, SafeString] = field(default_factory=dict, repr=False)
+
+    @property
+    def show_groups(self) -> bool:
+        """One column group per category, unless it would repeat the headline columns."""
+        return self.category is None and len(self.columns) > 1
 
     @property
     def teams(self) -> int:
@@ -77,23 +85,23 @@ class Board:
 @dataclass(frozen=True)
 class _Best:
     team_id: int
-    team_name: str
-    team_slug: str
     problem_id: int
     speedup: float | None
     roofline: float | None
     finished_at: datetime
 
 
-def _best_results(*, profile: str, problem_ids: list[int]) -> list[_Best]:
-    """The best passed, unflagged result of each (team, problem); earliest among equals."""
+def _best_results(*, profile: str, problem_ids: list[int] | None) -> list[_Best]:
+    """The best passed, unflagged result of each (team, problem); earliest among equals.
+
+    `problem_ids`: the problems in scope; None for every published one.
+    """
     team = F("submission__team_id")
+    counted = ProblemResult.objects.counted(profile=profile).passed().unflagged()
+    if problem_ids is not None:
+        counted = counted.filter(problem_id__in=problem_ids)
     ranked = (
-        ProblemResult.objects.counted(profile=profile)
-        .passed()
-        .unflagged()
-        .filter(problem_id__in=problem_ids)
-        .annotate(
+        counted.annotate(
             place=Window(
                 RowNumber(),
                 partition_by=[team, F("problem_id")],
@@ -107,15 +115,14 @@ def _best_results(*, profile: str, problem_ids: list[int]) -> list[_Best]:
         .filter(place=1)
         .values_list(
             "submission__team_id",
-            "submission__team__name",
-            "submission__team__slug",
             "problem_id",
             "speedup",
             "roofline",
             "submission__finished_at",
         )
     )
-    # Tuples, not dicts or models: at 1,000 teams this is tens of thousands of rows.
+    # Tuples, not dicts or models: at 1,000 teams this is tens of thousands of rows. Team
+    # names are read apart: joined here they widen every row the database sorts.
     return [_Best(*row) for row in ranked]
 
 
@@ -137,7 +144,12 @@ def _columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
     ]
 
 
-def _team_row(results: list[_Best], problems: dict[int, tuple[str, float]], board: Board) -> Row:
+def _team_row(
+    team: tuple[str, str],
+    results: list[_Best],
+    problems: dict[int, tuple[str, float]],
+    board: Board,
+) -> Row:
     total = sum(col.total for col in board.columns)
     total_weight = sum(col.total_weight for col in board.columns)
     solved_by_category: dict[str, list[Solved]] = defaultdict(list)
@@ -148,8 +160,8 @@ def _team_row(results: list[_Best], problems: dict[int, tuple[str, float]], boar
         solved.append(item)
         solved_by_category[category].append(item)
     return Row(
-        team_name=results[0].team_name,
-        team_slug=results[0].team_slug,
+        team_name=team[0],
+        team_slug=team[1],
         score=Score.of(solved, total=total, total_weight=total_weight),
         categories=[
             Score.of(solved_by_category[c.value], total=c.total, total_weight=c.total_weight)
@@ -195,14 +207,11 @@ def _rank(rows: list[Row]) -> list[Row]:
 
 
 def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
-    """The board computed from the database: two queries whatever the number of teams."""
-    published = [
-        (pid, category, weight)
-        for pid, category, weight, profiles in Problem.objects.published().values_list(
-            "id", "category", "weight", "profiles"
-        )
-        if _runs_on(profiles, profile)
-    ]
+    """The board computed from the database: three queries whatever the number of teams."""
+    all_published = list(
+        Problem.objects.published().values_list("id", "category", "weight", "profiles")
+    )
+    published = [(pid, cat, w) for pid, cat, w, where in all_published if _runs_on(where, profile)]
     present = {cat for _, cat, _ in published}
     in_scope = [p for p in published if category is None or p[1] == category]
     board = Board(
@@ -216,10 +225,24 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
         return board
     problems = {pid: (cat, weight) for pid, cat, weight in in_scope}
     per_team: dict[int, list[_Best]] = defaultdict(list)
-    for best in _best_results(profile=profile, problem_ids=list(problems)):
+    # Without a category or a problem limited to other hardware, every published problem is
+    # in scope, and `counted` already keeps to those: no list of ids for the planner.
+    everything = category is None and len(in_scope) == len(all_published)
+    ids = None if everything else list(problems)
+    for best in _best_results(profile=profile, problem_ids=ids):
         per_team[best.team_id].append(best)
     rows = [_baseline_row(in_scope, board)]
-    rows += [_team_row(results, problems, board) for results in per_team.values()]
+    names = {
+        tid: (name, slug)
+        # Every team rather than `id IN (...)`: a thousand ids would near SQLite's old limit
+        # of bound parameters, and the table is small next to the results.
+        for tid, name, slug in Team.objects.values_list("id", "name", "slug")
+    }
+    rows += [
+        _team_row(names[tid], results, problems, board)
+        for tid, results in per_team.items()
+        if tid in names  # a team deleted since the results were read
+    ]
     board.rows = _rank(rows)
     return board
 
@@ -227,7 +250,7 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
 def leaderboard(*, profile: str, category: str | None = None) -> Board:
     """The board, memoised until a result, submission, problem or team changes.
 
-    One query (the data's version) when the memo is fresh, three when it is built.
+    One query (the data's version) when the memo is fresh, four when it is built.
     """
     return freshness.memoised(
         ("board", profile, category),

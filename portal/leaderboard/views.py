@@ -4,14 +4,16 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import get_template
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
 from evaluator.profiles import PROFILES
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_members
 from portal.leaderboard import charts
-from portal.leaderboard.selectors import leaderboard, team_history, team_standing
+from portal.leaderboard.selectors import Board, Row, leaderboard, team_history, team_standing
 from portal.problems.models import Category
 
 ROWS_PER_PAGE = 50
@@ -42,6 +44,15 @@ def _switch_query(*, profile: str, category: str | None) -> str:
     return "?" + "&".join(parts) if parts else "?"
 
 
+def _row_html(board: Board, row: Row) -> SafeString:
+    """A board row's HTML, rendered once per memoised board."""
+    html = board.fragments.get(id(row))
+    if html is None:
+        html = mark_safe(get_template("leaderboard/_row.html").render({"row": row, "board": board}))
+        board.fragments[id(row)] = html
+    return html
+
+
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     profile, category = board_arguments(request)
@@ -53,8 +64,7 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "board": board,
             "page": page,
-            # One group per category, unless it would repeat the headline columns.
-            "show_groups": category is None and len(board.columns) > 1,
+            "rows": [_row_html(board, row) for row in page.object_list],
             "profile": PROFILES[profile],
             "profile_links": [
                 (p, _switch_query(profile=p.name, category=category)) for p in PROFILES.values()
