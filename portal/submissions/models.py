@@ -90,6 +90,9 @@ class Submission(models.Model):
     bundle_sha256 = models.CharField(max_length=64)
     profile = models.CharField(max_length=32)
     problems = models.JSONField(default=list)  # the slugs the bundle solves
+    # {slug: Problem.version} when the current attempt was queued: what its results are
+    # judged against. Empty for submissions queued before it was recorded.
+    problem_versions = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     reason = models.TextField(blank=True)
     # Names one attempt; a requeue draws a new one, so an abandoned attempt's messages are
@@ -153,13 +156,15 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
 
     def counted(self, *, profile: str) -> ProblemResultQuerySet:
         """Results that may rank: finished submissions of the profile, published problems,
-        neither the submission nor its team disqualified."""
+        neither the submission nor its team disqualified, judged against the problem's
+        current version (a stale result waits for a re-evaluation)."""
         return self.filter(
             submission__profile=profile,
             submission__status=Submission.Status.DONE,
             submission__disqualified_at__isnull=True,
             submission__team__disqualified_at__isnull=True,
             problem__status=Problem.Status.PUBLISHED,
+            problem_version=models.F("problem__version"),
         )
 
 
@@ -182,6 +187,9 @@ class ProblemResult(models.Model):
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")
+    # The problem's version when the evaluation was requested; only results at the
+    # problem's current version rank.
+    problem_version = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=16, choices=Status.choices)
     world_size = models.PositiveIntegerField(default=0)
     message = models.TextField(blank=True)
@@ -214,6 +222,11 @@ class ProblemResult(models.Model):
     def is_flagged(self) -> bool:
         """A pass that does not count: shown as evidence, left off the leaderboard."""
         return self.status == self.Status.PASSED and bool(self.flags)
+
+    @property
+    def is_stale(self) -> bool:
+        """Judged against an older version of the problem: shown, not ranked."""
+        return self.problem_version != self.problem.version
 
     @property
     def flag_reasons(self) -> list[str]:

@@ -92,6 +92,7 @@ class ProblemResultFactory(factory.django.DjangoModelFactory):
 
     submission = factory.SubFactory(SubmissionFactory, done=True)
     problem = factory.SubFactory(ProblemFactory)
+    problem_version = factory.LazyAttribute(lambda r: r.problem.version)  # judged at today's
     status = ProblemResult.Status.PASSED
     world_size = 4
     time_us = 100.0

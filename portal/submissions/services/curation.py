@@ -47,8 +47,13 @@ def _rank(status: str, flags: list, speedup: float | None, finished_at: datetime
 
 
 def problem_best_submissions(*, problem: Problem) -> list[Submission]:
-    """Per team and hardware profile, its best finished submission that tried the problem
-    (disqualified ones left out: they never rank)."""
+    """Per team and hardware profile, its best finished submission that tried the problem,
+    and its best one judged against an older version of the problem when that is another
+    (disqualified ones left out: they never rank).
+
+    A stale result no longer ranks; without the second, a team whose best is a new, slower
+    pass would never see its faster old one judged again.
+    """
     rows = ProblemResult.objects.filter(
         problem=problem,
         submission__status=Submission.Status.DONE,
@@ -62,14 +67,18 @@ def problem_best_submissions(*, problem: Problem) -> list[Submission]:
         "flags",
         "speedup",
         "submission__finished_at",
+        "problem_version",
     )
-    best: dict[tuple[int, str], tuple[tuple, int]] = {}
-    for sid, team_id, profile, status, flags, speedup, finished_at in rows:
+    best: dict[tuple[int, str, bool], tuple[tuple, int]] = {}
+    for sid, team_id, profile, status, flags, speedup, finished_at, version in rows:
         rank = _rank(status, flags, speedup, finished_at or timezone.now())
-        key = (team_id, profile)
-        if key not in best or rank > best[key][0]:
-            best[key] = (rank, sid)
-    ids = sorted(sid for _, sid in best.values())
+        keys = [(team_id, profile, False)]
+        if version != problem.version:
+            keys.append((team_id, profile, True))  # also the best among the stale ones
+        for key in keys:
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, sid)
+    ids = {sid for _, sid in best.values()}
     return list(Submission.objects.filter(pk__in=ids).order_by("pk"))
 
 

@@ -111,6 +111,13 @@ def _flags(value: Any) -> list[str]:
     return [f[:40] for f in value[:10]]
 
 
+def _judged_version(submission: Submission, problem: Problem) -> int:
+    # The version when the attempt was queued, not now: a bump while it ran makes its result
+    # stale. A submission queued before versions were recorded falls back to today's.
+    version = submission.problem_versions.get(problem.slug)
+    return version if isinstance(version, int) and version > 0 else problem.version
+
+
 def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list[ProblemResult]:
     wanted = set(submission.problems)
     problems = Problem.objects.in_bulk(
@@ -125,6 +132,7 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
         rows[result.slug] = ProblemResult(
             submission=submission,
             problem=problem,
+            problem_version=_judged_version(submission, problem),
             status=ProblemResult.Status(str(result.status)),
             world_size=result.world_size,
             message=result.message[:MESSAGE_CAP_CHARS],

@@ -85,6 +85,11 @@ def _check_limits(team: Team) -> None:
         raise SubmissionError(refusal)
 
 
+def _problem_versions(slugs: list[str]) -> dict[str, int]:
+    """The versions an attempt queued now is judged against (recorded with its results)."""
+    return dict(Problem.objects.filter(slug__in=slugs).values_list("slug", "version"))
+
+
 def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -> None:
     """Send the current attempt to its profile's queue once the transaction commits.
 
@@ -143,6 +148,7 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
             # once must not both take the last slot.
             team = Team.objects.select_for_update().get(pk=team.pk)
             _check_limits(team)
+            submission.problem_versions = _problem_versions(submission.problems)
             submission.bundle.save(filename, ContentFile(data), save=False)
             submission.save()
             _enqueue_on_commit(submission, bundle=data)
@@ -164,6 +170,7 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
             attempts=F("attempts") + 1,
             status=Submission.Status.QUEUED,
             reason=reason,
+            problem_versions=_problem_versions(submission.problems),
             queued_at=timezone.now(),
             started_at=None,
             finished_at=None,
