@@ -123,7 +123,12 @@ def _best_results(*, profile: str, problem_ids: list[int] | None) -> list[_Best]
     )
     # Tuples, not dicts or models: at 1,000 teams this is tens of thousands of rows. Team
     # names are read apart: joined here they widen every row the database sorts.
-    return [_Best(*row) for row in ranked]
+    # A finished submission always has its finish time; the column allows none for the others.
+    return [
+        _Best(team_id, problem_id, speedup, roofline, finished_at)
+        for team_id, problem_id, speedup, roofline, finished_at in ranked
+        if finished_at is not None
+    ]
 
 
 def _runs_on(profiles: list[str] | None, profile: str) -> bool:
@@ -370,6 +375,8 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
     best: dict[int, tuple[float | None, float | None, float | None, datetime]] = {}
     history: list[tuple[datetime, float]] = []
     for problem_id, speedup, time_us, roofline, finished_at in results:
+        if finished_at is None:  # never for a finished submission; keeps the types honest
+            continue
         if problem_id not in best or _is_better(speedup, best[problem_id][0]):
             best[problem_id] = (speedup, time_us, roofline, finished_at)
         fast_1 = sum(problems[p][3] for p, b in best.items() if b[0] is not None and b[0] > 1)
