@@ -141,3 +141,18 @@ def test_the_solutions_page_rejects_wrong_method_and_unpublished_problems(client
     assert client.post(_solutions(problems["all-reduce"])).status_code == 405
     assert client.get(_solutions(problems["secret-op"])).status_code == 404
     assert client.get(reverse("submissions:solutions", args=["no-such"])).status_code == 404
+
+
+def test_the_submission_page_links_its_bundle_for_the_team(client, alice, passed):
+    client.force_login(alice)
+    page = client.get(reverse("submissions:detail", args=[passed.pk])).content.decode()
+    assert f'href="{_url(passed)}"' in page
+
+
+def test_the_problem_page_links_the_solutions_only_once_public(client, problems):
+    problem = problems["all-reduce"]
+    page = reverse("problems:detail", args=[problem.slug])
+    solutions = reverse("submissions:solutions", args=[problem.slug])
+    assert solutions not in client.get(page).content.decode()
+    _publish(problem)
+    assert solutions in client.get(page).content.decode()
