@@ -67,6 +67,14 @@ def test_a_new_team_uploads_watches_and_finds_itself_ranked(page, workers, tmp_p
     assert page.locator("table tr", has_text="Alice's Kernels").count() == 1
     screenshot("leaderboard-collective")
 
+    # The team's public page, then a problem's page ranks the team on that problem.
+    page.locator("table tr", has_text="Alice's Kernels").get_by_role("link").first.click()
+    page.locator("#team-best tr[data-problem='all-reduce']").wait_for()
+    screenshot("team-public")
+    page.goto("/problems/all-reduce/")
+    assert page.locator("#problem-ranking tr", has_text="Alice's Kernels").count() == 1
+    screenshot("problem")
+
 
 def test_a_bad_bundle_is_refused_with_its_reason_and_nothing_is_kept(page, tmp_path):
     problems_sync()
