@@ -54,6 +54,45 @@ def _above(solved: Solved, p: float) -> bool:
 
 
 @dataclass(frozen=True)
+class Totals:
+    """The sums a `Score` is made of. They add up, so a database can compute them per team
+    and category (`portal.leaderboard.selectors`) and a team's overall score is their sum."""
+
+    solved: int = 0
+    faster: int = 0  # speedup over 1
+    weights: tuple[float, ...] = (0.0,) * len(HEADLINE_P)  # weight above each HEADLINE_P
+    log_sum: float = 0.0  # of the positive speedups, for the geomean
+    timed: int = 0  # positive speedups
+    roofline_sum: float = 0.0
+    rooflines: int = 0
+
+    @classmethod
+    def of(cls, results: Sequence[Solved]) -> Totals:
+        timed = [r.speedup for r in results if r.speedup is not None and r.speedup > 0]
+        fractions = [r.roofline for r in results if r.roofline is not None]
+        return cls(
+            solved=len(results),
+            faster=sum(1 for r in results if _above(r, 1)),
+            weights=tuple(sum(r.weight for r in results if _above(r, p)) for p in HEADLINE_P),
+            log_sum=sum(map(math.log, timed)),
+            timed=len(timed),
+            roofline_sum=sum(fractions),
+            rooflines=len(fractions),
+        )
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(
+            self.solved + other.solved,
+            self.faster + other.faster,
+            tuple(a + b for a, b in zip(self.weights, other.weights, strict=True)),
+            self.log_sum + other.log_sum,
+            self.timed + other.timed,
+            self.roofline_sum + other.roofline_sum,
+            self.rooflines + other.rooflines,
+        )
+
+
+@dataclass(frozen=True)
 class Score:
     """A team's metrics over a scope of `total` problems whose weights sum to `total_weight`."""
 
@@ -67,14 +106,16 @@ class Score:
 
     @classmethod
     def of(cls, results: Sequence[Solved], *, total: int, total_weight: float) -> Score:
-        timed = [r.speedup for r in results if r.speedup is not None and r.speedup > 0]
-        fractions = [r.roofline for r in results if r.roofline is not None]
+        return cls.of_totals(Totals.of(results), total=total, total_weight=total_weight)
+
+    @classmethod
+    def of_totals(cls, totals: Totals, *, total: int, total_weight: float) -> Score:
         return cls(
-            solved=len(results),
-            faster=sum(1 for r in results if _above(r, 1)),
-            fast=tuple(fast_p(results, p, total_weight) for p in HEADLINE_P),
-            geomean=math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None,
-            roofline=sum(fractions) / len(fractions) if fractions else None,
+            solved=totals.solved,
+            faster=totals.faster,
+            fast=tuple(w / total_weight if total_weight > 0 else 0.0 for w in totals.weights),
+            geomean=math.exp(totals.log_sum / totals.timed) if totals.timed else None,
+            roofline=totals.roofline_sum / totals.rooflines if totals.rooflines else None,
             total=total,
             total_weight=total_weight,
         )

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
-from django.db.models import Count, F, Q, Window
+from django.db import connection
+from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils.safestring import SafeString
 
 from portal.accounts.models import Team
 from portal.leaderboard import charts, freshness
-from portal.leaderboard.scoring import Score, Solved, fast_p_steps
+from portal.leaderboard.scoring import HEADLINE_P, Score, Solved, Totals, fast_p_steps
 from portal.problems.models import Category, Problem
 from portal.submissions.models import ProblemResult, Submission
 
@@ -45,7 +46,10 @@ class Row:
     score: Score
     categories: list[Score]  # in the order of the board's columns
     reached_at: datetime | None  # when the team reached its score (its last improvement)
-    curve: list[tuple[float, float]] = field(default_factory=list)  # fast_p corners, p 0..4
+    # The team's best results as "speedup:weight" pairs (0 for a pass without a timing), as
+    # the database returns them: parsed into the curve only for rows that are shown (a page
+    # shows 50 of 1,000 teams; parsing all of them would cost a rebuild tens of ms).
+    best_pairs: str = ""
     is_baseline: bool = False
     rank: int | None = None  # None for the baseline
 
@@ -53,6 +57,15 @@ class Row:
     def roofline(self) -> float | None:
         """Mean fraction of the link limit over the counted results that report one."""
         return self.score.roofline
+
+    @cached_property
+    def curve(self) -> list[tuple[float, float]]:
+        """The fast_p curve's corners for p from 0 to 4."""
+        solved = [
+            Solved(float(speedup), float(weight))
+            for speedup, weight in (pair.split(":") for pair in self.best_pairs.split())
+        ]
+        return fast_p_steps(solved, self.score.total_weight)
 
     @cached_property
     def curve_svg(self) -> SafeString:
@@ -82,16 +95,7 @@ class Board:
         return sum(1 for r in self.rows if not r.is_baseline)
 
 
-@dataclass(frozen=True)
-class _Best:
-    team_id: int
-    problem_id: int
-    speedup: float | None
-    roofline: float | None
-    finished_at: datetime
-
-
-def _best_results(*, profile: str, problem_ids: list[int] | None) -> list[_Best]:
+def _best_per_problem(*, profile: str, problem_ids: list[int] | None) -> QuerySet:
     """The best passed, unflagged result of each (team, problem); earliest among equals.
 
     `problem_ids`: the problems in scope; None for every published one.
@@ -100,35 +104,97 @@ def _best_results(*, profile: str, problem_ids: list[int] | None) -> list[_Best]
     counted = ProblemResult.objects.counted(profile=profile).passed().unflagged()
     if problem_ids is not None:
         counted = counted.filter(problem_id__in=problem_ids)
-    ranked = (
-        counted.annotate(
-            place=Window(
-                RowNumber(),
-                partition_by=[team, F("problem_id")],
-                order_by=[
-                    F("speedup").desc(nulls_last=True),
-                    F("submission__finished_at").asc(),
-                    F("id").asc(),
-                ],
-            )
-        )
-        .filter(place=1)
-        .values_list(
-            "submission__team_id",
-            "problem_id",
-            "speedup",
-            "roofline",
-            "submission__finished_at",
-        )
-    )
-    # Tuples, not dicts or models: at 1,000 teams this is tens of thousands of rows. Team
-    # names are read apart: joined here they widen every row the database sorts.
-    # A finished submission always has its finish time; the column allows none for the others.
-    return [
-        _Best(team_id, problem_id, speedup, roofline, finished_at)
-        for team_id, problem_id, speedup, roofline, finished_at in ranked
-        if finished_at is not None
+    order = [
+        F("speedup").desc(nulls_last=True),
+        F("submission__finished_at").asc(),
+        F("id").asc(),
     ]
+    if connection.vendor == "postgresql":
+        # DISTINCT ON keeps the first row of each group in one sort, without numbering every
+        # row first as the window function does.
+        best = counted.order_by(team, "problem_id", *order).distinct(
+            "submission__team_id", "problem_id"
+        )
+    else:
+        window = Window(RowNumber(), partition_by=[team, F("problem_id")], order_by=order)
+        best = counted.annotate(place=window).filter(place=1)
+    return best.values(
+        "speedup",
+        "roofline",
+        best_team=team,
+        best_category=F("problem__category"),
+        best_weight=F("problem__weight"),
+        best_at=F("submission__finished_at"),
+    )
+
+
+def _pairs_sql() -> str:
+    """SQL of the "speedup:weight" pairs of a group, written so that float() reads back the
+    very same doubles: PostgreSQL prints the shortest exact form, SQLite's CAST only 15
+    digits, hence its printf with 17."""
+    if connection.vendor == "postgresql":
+        return "STRING_AGG(COALESCE(speedup, 0)::text || ':' || best_weight::text, ' ')"
+    return "GROUP_CONCAT(PRINTF('%%!.17g:%%!.17g', COALESCE(speedup, 0), best_weight), ' ')"
+
+
+def _totals_sql(best_sql: str) -> str:
+    """Per team and category, the sums a score is made of (`scoring.Totals`), the time of
+    the last best result, and the pairs the curve is drawn from."""
+    above = [
+        "SUM(best_weight)"
+        if p <= 0
+        else f"SUM(CASE WHEN speedup > {p} THEN best_weight ELSE 0 END)"
+        for p in HEADLINE_P
+    ]
+    return f"""
+        SELECT best_team, best_category, COUNT(*),
+            SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END), {", ".join(above)},
+            SUM(CASE WHEN speedup > 0 THEN LN(speedup) ELSE 0 END),
+            SUM(CASE WHEN speedup > 0 THEN 1 ELSE 0 END),
+            COALESCE(SUM(roofline), 0), COUNT(roofline), MAX(best_at), {_pairs_sql()}
+        FROM ({best_sql}) AS best
+        GROUP BY best_team, best_category"""
+
+
+@dataclass
+class _TeamTotals:
+    by_category: dict[str, Totals] = field(default_factory=dict)
+    reached_at: datetime | None = None
+    pairs: list[str] = field(default_factory=list)
+
+
+def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int, _TeamTotals]:
+    """Every ranked team's totals per category; one query.
+
+    The database sums, so that about 12 rows per team cross to Python rather than one per
+    solved problem (33,000 at 1,000 teams and 90 problems, most of a rebuild's time).
+    """
+    best_sql, params = _best_per_problem(
+        profile=profile, problem_ids=problem_ids
+    ).query.sql_with_params()
+    # SQLite returns MAX() of a datetime as text: the field's own conversion reads it.
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)
+    teams: dict[int, _TeamTotals] = defaultdict(_TeamTotals)
+    with connection.cursor() as cursor:
+        cursor.execute(_totals_sql(best_sql), params)
+        for team_id, category, solved, faster, *rest in cursor.fetchall():
+            *weights, log_sum, timed, roofline_sum, rooflines, reached_at, pairs = rest
+            if convert is not None:
+                reached_at = convert(reached_at, None, connection)
+            team = teams[team_id]
+            team.by_category[category] = Totals(
+                solved,
+                int(faster),
+                tuple(map(float, weights)),
+                float(log_sum),
+                int(timed),
+                float(roofline_sum),
+                rooflines,
+            )
+            if reached_at is not None and (team.reached_at is None or reached_at > team.reached_at):
+                team.reached_at = reached_at
+            team.pairs.append(pairs)
+    return teams
 
 
 def _runs_on(profiles: list[str] | None, profile: str) -> bool:
@@ -149,31 +215,24 @@ def _columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
     ]
 
 
-def _team_row(
-    team: tuple[str, str],
-    results: list[_Best],
-    problems: dict[int, tuple[str, float]],
-    board: Board,
-) -> Row:
+def _team_row(team: tuple[str, str], totals: _TeamTotals, board: Board) -> Row:
     total = sum(col.total for col in board.columns)
     total_weight = sum(col.total_weight for col in board.columns)
-    solved_by_category: dict[str, list[Solved]] = defaultdict(list)
-    solved = []
-    for best in results:
-        category, weight = problems[best.problem_id]
-        item = Solved(best.speedup, weight, best.roofline)
-        solved.append(item)
-        solved_by_category[category].append(item)
+    overall = sum(totals.by_category.values(), Totals())
     return Row(
         team_name=team[0],
         team_slug=team[1],
-        score=Score.of(solved, total=total, total_weight=total_weight),
+        score=Score.of_totals(overall, total=total, total_weight=total_weight),
         categories=[
-            Score.of(solved_by_category[c.value], total=c.total, total_weight=c.total_weight)
+            Score.of_totals(
+                totals.by_category.get(c.value, Totals()),
+                total=c.total,
+                total_weight=c.total_weight,
+            )
             for c in board.columns
         ],
-        reached_at=max(b.finished_at for b in results),
-        curve=fast_p_steps(solved, total_weight),
+        reached_at=totals.reached_at,
+        best_pairs=" ".join(totals.pairs),
     )
 
 
@@ -188,7 +247,7 @@ def _baseline_row(problems: list[tuple[int, str, float]], board: Board) -> Row:
         score=Score.reference(weights),
         categories=[Score.reference(by_category[c.value]) for c in board.columns],
         reached_at=None,
-        curve=fast_p_steps([Solved(1.0, w) for w in weights], sum(weights)),
+        best_pairs=" ".join(f"1.0:{w!r}" for w in weights),
         is_baseline=True,
     )
 
@@ -228,14 +287,11 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
     )
     if not in_scope:
         return board
-    problems = {pid: (cat, weight) for pid, cat, weight in in_scope}
-    per_team: dict[int, list[_Best]] = defaultdict(list)
     # Without a category or a problem limited to other hardware, every published problem is
     # in scope, and `counted` already keeps to those: no list of ids for the planner.
     everything = category is None and len(in_scope) == len(all_published)
-    ids = None if everything else list(problems)
-    for best in _best_results(profile=profile, problem_ids=ids):
-        per_team[best.team_id].append(best)
+    ids = None if everything else [pid for pid, _, _ in in_scope]
+    per_team = _team_totals(profile=profile, problem_ids=ids)
     rows = [_baseline_row(in_scope, board)]
     names = {
         tid: (name, slug)
@@ -244,8 +300,8 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
         for tid, name, slug in Team.objects.values_list("id", "name", "slug")
     }
     rows += [
-        _team_row(names[tid], results, problems, board)
-        for tid, results in per_team.items()
+        _team_row(names[tid], totals, board)
+        for tid, totals in per_team.items()
         if tid in names  # a team deleted since the results were read
     ]
     board.rows = _rank(rows)
