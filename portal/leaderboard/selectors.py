@@ -13,6 +13,7 @@ Scoring and the ranking order are in `portal.leaderboard.scoring`. Boards are me
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -308,15 +309,26 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
     return board
 
 
-def leaderboard(*, profile: str, category: str | None = None) -> Board:
+def leaderboard(
+    *,
+    profile: str,
+    category: str | None = None,
+    prepare: Callable[[Board], None] | None = None,
+) -> Board:
     """The board, memoised until a result, submission, problem or team changes.
 
     One query (the data's version) when the memo is fresh, four when it is built.
+    `prepare` runs on a new board where it is built (a background thread, after a change),
+    e.g. to render what a page will show, so that the page need not.
     """
-    return freshness.memoised(
-        ("board", profile, category),
-        lambda: build_leaderboard(profile=profile, category=category),
-    )
+
+    def build() -> Board:
+        board = build_leaderboard(profile=profile, category=category)
+        if prepare is not None:
+            prepare(board)
+        return board
+
+    return freshness.memoised(("board", profile, category), build)
 
 
 def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:

@@ -53,10 +53,17 @@ def _row_html(board: Board, row: Row) -> SafeString:
     return html
 
 
+def _render_first_page(board: Board) -> None:
+    """Most requests read the first page: its rows are rendered where the board is built,
+    in the background after a change, rather than by the request that first shows it."""
+    for row in board.rows[:ROWS_PER_PAGE]:
+        _row_html(board, row)
+
+
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     profile, category = board_arguments(request)
-    board = leaderboard(profile=profile, category=category)
+    board = leaderboard(profile=profile, category=category, prepare=_render_first_page)
     page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
