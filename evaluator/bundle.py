@@ -277,9 +277,16 @@ def _files_of(members: list[_Member]) -> dict[str, bytes]:
         if path in files:
             raise BundleError(f"{member.name}: appears twice in the bundle")
         files[path] = member.data
-    for path in files:
-        if path in dirs:
+    seen: dict[str, str] = {}
+    for path in [*files, *dirs]:
+        if path in files and path in dirs:
             raise BundleError(f"{path}: is both a file and a folder")
+        # Names are ASCII (see _SAFE_PART), so case is the only way two differ in name
+        # alone: on a case-insensitive disk, or to a reader, they would be one file.
+        folded = path.casefold()
+        if folded in seen and seen[folded] != path:
+            raise BundleError(f"{path} and {seen[folded]}: names that differ only in case")
+        seen[folded] = path
     return dict(sorted(files.items()))
 
 

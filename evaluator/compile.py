@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from evaluator import sandbox
 from evaluator.contract import cap_log
 from evaluator.pool import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
 from evaluator.ranks import (
@@ -55,6 +56,7 @@ class _Job:
     module: str
     env: dict[str, str]
     log_path: str
+    limits: sandbox.Limits | None = None
 
 
 @dataclass
@@ -74,6 +76,8 @@ def import_solutions(
     logs: Path,
     timeout_s: float,
     parallel: int | None = None,
+    limits: sandbox.Limits | None = None,
+    executable: str | None = None,
 ) -> dict[str, ImportFailure]:
     """Import each file of `modules` (file name -> module name) in `folder`; the failures.
 
@@ -93,8 +97,10 @@ def import_solutions(
                     module=module,
                     env=dict(env),
                     log_path=str(logs / f"import-{module}.log"),
+                    limits=limits,
                 )
-                running.append(_start(ctx, filename, job, timeout_s))
+                with sandbox.spawning_with(executable):
+                    running.append(_start(ctx, filename, job, timeout_s))
             _wait_for_any(running)
             for item in [r for r in running if _finished(r)]:
                 running.remove(item)
@@ -168,6 +174,9 @@ def _import_main(conn: Connection, job: _Job) -> None:
     die_with_parent()
     scrub_environment(job.env)
     confine_output(job.log_path)
+    if job.limits is not None:
+        # No CUDA context is made for an import, but extensions may make one: no RLIMIT_AS.
+        sandbox.apply_limits(job.limits, cuda=True)
     try:
         import_solution(Path(job.path), job.module)
         reply: dict[str, Any] = {"ok": True}

@@ -46,6 +46,9 @@ class ResultFlag(enum.StrEnum):
     """Why a result that passed must not be trusted; a flagged result is kept off rankings."""
 
     BELOW_FLOOR = "below_floor"  # faster than the links can physically move its bytes
+    # Bundle code replaced the harness's clocks, torch's timing or synchronisation
+    # functions, or the harness itself, in its rank process (docs/security.md).
+    TAMPERED = "tampered"
 
 
 class EvaluationOutcome(enum.StrEnum):

@@ -14,13 +14,14 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from evaluator import sandbox
 from evaluator.contract import cap_log
 from evaluator.ranks import RankSetup, candidate_main, judge_main
 
@@ -295,9 +296,18 @@ class RankPools:
         backend: str,
         scratch: Path,
         candidate_env: Mapping[str, str] | None = None,
+        limits: sandbox.Limits | None = None,
+        executable: str | None = None,
+        protected: Collection[int] = (),
     ) -> None:
+        """`executable` starts candidate processes (the sandbox launcher); `protected`
+        are children of ours that the orphan sweep must spare (the jail's holder)."""
         self.world_size = world_size
         self.candidate_env = dict(candidate_env or {})
+        self.limits = limits
+        self.executable = executable
+        self.protected = set(protected)
+        self.since_ticks = sandbox.now_ticks()
         self.backend = backend
         self.scratch = scratch
         self.logs = scratch / "logs"
@@ -331,7 +341,8 @@ class RankPools:
             else:
                 self._rewire_judges([reader for reader, _ in pipes])
             candidates = [self._setup("candidate", r, p[1]) for r, p in enumerate(pipes)]
-            self.candidate.launch(self.ctx, candidate_main, candidates)
+            with sandbox.spawning_with(self.executable):
+                self.candidate.launch(self.ctx, candidate_main, candidates)
         finally:
             for reader, writer in pipes:  # the ranks hold their own ends now
                 reader.close()
@@ -361,6 +372,7 @@ class RankPools:
             threads=max(1, (os.cpu_count() or 1) // self.world_size),
             log_path=str(self.log_path(rank)) if kind == "candidate" else None,
             env=self.candidate_env if kind == "candidate" else {},
+            limits=self.limits if kind == "candidate" else None,
         )
         return (setup,)
 
@@ -395,9 +407,20 @@ class RankPools:
                 pools.append(pool)
         return gather(pools, self.step, timeout_s, decisive=_is_error)
 
+    def sweep_orphans(self) -> list[int]:
+        """Kill what bundle code detached from its process group (the evaluating process
+        is a subreaper, so such orphans are its children): everything started since this
+        pool that is not a rank, the jail or multiprocessing's resource tracker."""
+        keep = {*self.judge.pids, *self.candidate.pids, *self.protected, *_tracker_pid()}
+        killed = sandbox.reap_orphans(since_ticks=self.since_ticks, keep=keep)
+        if killed:
+            log.warning("killed %d processes that bundle code left behind", len(killed))
+        return killed
+
     def candidate_failed(self) -> None:
         """Kill the candidate ranks at once; keep the judges only if they come to rest."""
         self.candidate.kill()
+        self.sweep_orphans()
         if not self.judge.procs:
             return
         self.step += 1
@@ -414,6 +437,7 @@ class RankPools:
     def kill(self) -> None:
         self.candidate.kill()
         self.judge.kill()
+        self.sweep_orphans()
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
@@ -424,6 +448,7 @@ class RankPools:
         for pool in pools:
             pool.join(deadline)
             pool.kill()
+        self.sweep_orphans()
 
     def log_marks(self) -> list[int]:
         return [_size(self.log_path(rank)) for rank in range(self.world_size)]
@@ -435,6 +460,13 @@ class RankPools:
             if text.strip():
                 parts.append(f"--- rank {rank} ---\n{text.rstrip()}\n")
         return cap_log("".join(parts))
+
+
+def _tracker_pid() -> list[int]:
+    from multiprocessing import resource_tracker
+
+    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return [pid] if pid else []
 
 
 def _is_error(reply: Reply) -> bool:

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from evaluator import sandbox, timing
 from evaluator.compare import ForeignValue, compare
-from evaluator.timing import time_calls
+from evaluator.timing import run_timed, tampering
 from problems.spec import Case, InputContext, Problem
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -63,27 +64,16 @@ class RankSetup:
     threads: int
     log_path: str | None = None  # candidates only
     env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
-
-
-# What a process running bundle code keeps of the worker's environment: what toolchains
-# need to find the GPU, compilers and libraries. Never the broker address, the seed secret
-# or anything else of the host's: a solution's print(os.environ) lands in a log its team
-# reads. (Same-user processes can still read /proc/<pid>/environ of the worker: the
-# sandboxing work isolates them further.)
-_KEPT_VARIABLES = frozenset(
-    {
-        *("PATH", "HOME", "LANG", "TMPDIR", "TERM", "USER", "LOGNAME", "VIRTUAL_ENV"),
-        *("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
-        *("PYTHONPATH", "PYTHONUNBUFFERED", "CC", "CXX", "MAX_JOBS"),
-    }
-)
-_KEPT_PREFIXES = ("LC_", "CUDA", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "TRITON_", "OMP_")
+    limits: sandbox.Limits | None = None  # candidates only
 
 
 def scrub_environment(extra: dict[str, str]) -> None:
-    """Keep only the toolchain variables, then set `extra` (caches, multicast off)."""
+    """Keep only the toolchain variables (sandbox.KEPT_*), then set `extra` (caches,
+    scratch HOME and TMPDIR, multicast off). The initial environment block, what
+    /proc/self/environ shows, is scrubbed by the sandbox launcher where it runs."""
+    keep = sandbox.scrubbed(os.environ)
     for name in list(os.environ):
-        if name not in _KEPT_VARIABLES and not name.startswith(_KEPT_PREFIXES):
+        if name not in keep:
             del os.environ[name]
     os.environ.update(extra)
 
@@ -102,11 +92,16 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
     if worker_class is _Candidate:
         scrub_environment(setup.env)
     else:
+        # Judges hold reference outputs: no /proc/<pid>/mem or environ for bundle code.
+        sandbox.not_dumpable()
         os.environ.update(setup.env)
     if setup.log_path:
         confine_output(setup.log_path)
     torch.set_num_threads(setup.threads)
     device = _init_distributed(setup)
+    if setup.limits is not None:
+        for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
+            print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
     worker = worker_class(setup, device)
     _reply(conn, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
     while True:
@@ -168,7 +163,8 @@ class _Judge(_Worker):
 
                 return {"ok": True, "bandwidth": measure_peer_bandwidth()}
             if op == "check":
-                return self._check(Case.from_json(payload["case"]), payload["seed"])
+                seeds = payload.get("seeds") or [payload["seed"]]
+                return self._check(Case.from_json(payload["case"]), seeds)
             if op == "time":
                 return self._time(payload)
             raise ValueError(f"unknown command {op!r}")
@@ -176,26 +172,41 @@ class _Judge(_Worker):
             traceback.print_exc()
             return {"ok": False, "error": describe(exc), "traceback": traceback.format_exc()}
 
-    def _check(self, case: Case, seed: int) -> dict[str, Any]:
+    def _check(self, case: Case, seeds: list[int]) -> dict[str, Any]:
+        """Compare the candidate's outputs for `seeds`, in that order, with the reference."""
         assert self.problem is not None
         # Receive first, then compute: the judge never competes with a running candidate.
         # The reference runs even when the candidate failed, so that every judge rank takes
         # part in the same collectives and the pool stays usable for the next problem.
-        actual = self._receive()
-        expected = self.problem.reference(**self.inputs(case, seed))
-        self.synchronize()
-        if actual is None:
-            return {"ok": True, "skipped": True}
-        verdict = compare(expected, actual, self.problem.tolerance(case.dtype))
-        return {
-            "ok": True,
-            "verdict": {
+        actuals: list[Any] = []
+        for _ in seeds:
+            actual = self._receive()
+            if actual is None:
+                break
+            actuals.append(actual)
+        worst: dict[str, Any] | None = None
+        for k, seed in enumerate(seeds):
+            expected = self.problem.reference(**self.inputs(case, seed))
+            self.synchronize()
+            if k >= len(actuals) or worst is not None and not worst["ok"]:
+                continue
+            verdict = compare(expected, actuals[k], self.problem.tolerance(case.dtype))
+            found = {
                 "ok": verdict.ok,
                 "max_abs_err": verdict.max_abs_err,
                 "max_rel_err": verdict.max_rel_err,
                 "message": verdict.message,
-            },
-        }
+                "output": k,
+            }
+            if (
+                worst is None
+                or not verdict.ok
+                or _num(found["max_abs_err"]) > _num(worst["max_abs_err"])
+            ):
+                worst = found
+        if len(actuals) < len(seeds):
+            return {"ok": True, "skipped": True}
+        return {"ok": True, "verdict": worst}
 
     def _receive(self) -> Any:
         """The candidate's outputs, or None when it failed before producing any."""
@@ -228,13 +239,11 @@ class _Judge(_Worker):
 
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
         assert self.problem is not None
-        case = Case.from_json(payload["case"])
-        inputs = [self.inputs(case, seed) for seed in payload["seeds"]]
-        times, _ = time_calls(
+        case, seeds = Case.from_json(payload["case"]), payload["seeds"]
+        times, _ = run_timed(
             self.problem.reference,
-            inputs,
-            warmup=payload["warmup"],
-            iters=payload["iters"],
+            lambda i: self.inputs(case, seeds[i]),
+            calls=len(seeds),
             device=self.device,
         )
         return {"ok": True, "times_us": times}
@@ -290,17 +299,19 @@ class _Candidate(_Worker):
                 torch.empty(nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
 
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
-        case = Case.from_json(payload["case"])
-        inputs = [self.inputs(case, seed) for seed in payload["seeds"]]
-        times, out = time_calls(
+        case, seeds, keep = Case.from_json(payload["case"]), payload["seeds"], payload["keep"]
+        before = tampering()
+        times, kept = run_timed(
             self.solution,
-            inputs,
-            warmup=payload["warmup"],
-            iters=payload["iters"],
+            lambda i: self.inputs(case, seeds[i]),
+            calls=len(seeds),
+            keep=keep,
             device=self.device,
         )
-        self._ship(out)
-        return {"ok": True, "times_us": times}
+        after = tampering()
+        for index in keep:
+            self._ship(kept[index])
+        return {"ok": True, "times_us": times, "tampered": sorted({*before, *after})}
 
     def _ship(self, out: Any) -> None:
         peer = self.peer
@@ -365,9 +376,14 @@ def import_solution(path: Path, module_name: str) -> Any:
 
 
 def confine_output(log_path: str) -> None:
-    """Bundle code's output goes to its log; no file it writes grows past the cap."""
+    """Bundle code's output goes to its log; no file it writes grows past the cap
+    (sandbox.Limits.file_bytes may lower it further)."""
     _redirect_output(log_path)
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES))
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else float("inf")
 
 
 def _nbytes(value: Any) -> int:
@@ -408,3 +424,20 @@ def _json(data: dict[str, Any]) -> bytes:
 
 def _reply(conn: Connection, data: dict[str, Any]) -> None:
     conn.send_bytes(_json(data))
+
+
+# The harness itself: a solution that swaps these to report other times is flagged.
+for _owner, _name in (
+    (_Candidate, "_time"),
+    (_Candidate, "_ship"),
+    (_Candidate, "handle"),
+    (sys.modules[__name__], "run_timed"),
+    (sys.modules[__name__], "_reply"),
+    (timing, "run_timed"),
+    (timing, "_timed_call"),
+    (timing, "_perf_counter"),
+    (timing, "_event_elapsed"),
+    (timing, "_cuda_sync"),
+    (timing, "tampering"),
+):
+    timing.watch(_owner, _name)

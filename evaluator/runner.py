@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from evaluator import sandbox
 from evaluator.bundle import Bundle
 from evaluator.compile import ImportFailure, import_solutions
-from evaluator.contract import CaseResult, ProblemResult, ProblemStatus
+from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
 from evaluator.environment import environment_fingerprint, host_key
 from evaluator.pool import EvaluatorError, PoolTimeout, RankDied, RankPools, Reply
 from evaluator.probe import apply_roofline
@@ -31,7 +34,7 @@ from evaluator.ranks import NO_MULTICAST
 from evaluator.runtime import EXTENSION_CACHE_ENV
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings
-from evaluator.timing import TimingSummary, last_input_index, summarize
+from evaluator.timing import TimingSummary, summarize
 from problems.registry import all_problems
 from problems.spec import Case, Problem
 
@@ -68,8 +71,25 @@ def evaluate_bundle(
     settings.scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
     env = candidate_environment(scratch)
+    # Bundle code must not read this process's environment through /proc, and whatever it
+    # detaches (double fork, setsid) must come back here to be killed.
+    sandbox.not_dumpable()
+    sandbox.become_subreaper()
+    shm_before, began_at = sandbox.shm_entries(), time.time()
+    jail, executable = start_sandbox(scratch / "sandbox", settings)
+    environment["network_isolated"] = jail is not None
+    # multiprocessing's resource tracker is a child that outlives us all: started through
+    # the launcher it holds no copy of the worker's environment for bundle code to read.
+    with sandbox.spawning_with(executable):
+        resource_tracker.ensure_running()
     pools = RankPools(
-        world_size=profile.world_size, backend=profile.backend, scratch=scratch, candidate_env=env
+        world_size=profile.world_size,
+        backend=profile.backend,
+        scratch=scratch,
+        candidate_env=env,
+        limits=settings.limits,
+        executable=executable,
+        protected=[jail.holder.pid] if jail else [],
     )
     try:
         bundle.write_to(scratch / "bundle")
@@ -94,7 +114,10 @@ def evaluate_bundle(
             env=env,
             logs=pools.logs,
             timeout_s=settings.problem_timeout_s,
+            limits=settings.limits,
+            executable=executable,
         )
+        pools.sweep_orphans()
         environment["compile_s"] = round(time.monotonic() - began, 3)
         for run in runnable:
             run.import_failure = failures.get(run.filename)
@@ -114,6 +137,9 @@ def evaluate_bundle(
         return results, environment
     finally:
         pools.stop()
+        if jail is not None:
+            jail.close()
+        sandbox.remove_new_shm(shm_before, since=began_at)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
         else:
@@ -126,11 +152,45 @@ def candidate_environment(scratch: Path) -> dict[str, str]:
     Build caches live in the evaluation's scratch directory: one team's bundle must never
     find a build planted by another's (a shared cache would let it).
     """
+    for name in ("home", "tmp"):
+        (scratch / name).mkdir(exist_ok=True)
     return {
         EXTENSION_CACHE_ENV: str(scratch / "extensions"),
         "TRITON_CACHE_DIR": str(scratch / "triton"),
+        "HOME": str(scratch / "home"),
+        "TMPDIR": str(scratch / "tmp"),
         **NO_MULTICAST,
     }
+
+
+def check_sandbox(settings: Settings) -> bool:
+    """At worker start-up: say loudly whether bundle code will have network access."""
+    sandbox.not_dumpable()
+    if not settings.isolate_network:
+        log.warning("PKB_ISOLATE_NETWORK=false: CANDIDATES HAVE NETWORK ACCESS")
+        return False
+    with tempfile.TemporaryDirectory(prefix="pkb-sandbox-check-") as folder:
+        jail, _ = start_sandbox(Path(folder), settings)
+        if jail is None:
+            return False
+        jail.close()
+    log.info("bundle code runs in a network namespace of its own (loopback only)")
+    return True
+
+
+def start_sandbox(
+    folder: Path, settings: Settings
+) -> tuple[sandbox.NetworkJail | None, str | None]:
+    """The network jail (None where the host refuses it) and the launcher of bundle code."""
+    jail = sandbox.NetworkJail.start(folder) if settings.isolate_network else None
+    if jail is not None:
+        return jail, jail.executable
+    if settings.isolate_network:
+        log.warning(
+            "CANDIDATES HAVE NETWORK ACCESS: this host allows no user and network namespace "
+            "(set PKB_ISOLATE_NETWORK=false to acknowledge)"
+        )
+    return None, sandbox.plain_launcher(folder)
 
 
 def peer_bandwidth(
@@ -382,7 +442,9 @@ class _ProblemRun:
         if case is not None:
             where += f", case {case.name} ({case.dtype})"
         if timed:
-            where += ", last timed run (inputs are reused across timed runs: do not modify them)"
+            where += (
+                ", a timed call (every call gets fresh inputs; several timed outputs are checked)"
+            )
         worst = [r.data["verdict"] for r in failed]
         return _Failure(
             ProblemStatus.WRONG_ANSWER,
@@ -392,23 +454,42 @@ class _ProblemRun:
         )
 
     def _timing_order(self, case: Case) -> dict[str, Any]:
-        seeds = [self._seed(case, "timing", k) for k in range(self.settings.rotation)]
+        # One seed per call, warm-up included: every call gets inputs of its own.
+        calls = self.settings.warmup + self.settings.iters
         return {
             "case": case.to_json(),
-            "seeds": seeds,
-            "warmup": self.settings.warmup,
-            "iters": self.settings.iters,
+            "seeds": [self._seed(case, "timing", k) for k in range(calls)],
         }
+
+    def _checked_calls(self) -> list[int]:
+        """Timed calls whose outputs the judge checks: the last and others drawn at random
+        here, where bundle code cannot see the draw coming."""
+        first, calls = self.settings.warmup, self.settings.warmup + self.settings.iters
+        others = list(range(first, calls - 1))
+        count = min(len(others), self.settings.timed_checks - 1)
+        return sorted({calls - 1, *random.SystemRandom().sample(others, max(0, count))})
 
     def _time_candidate(self, case: Case, result: CaseResult) -> TimingSummary:
         order = self._timing_order(case)
-        last = last_input_index(
-            warmup=self.settings.warmup, iters=self.settings.iters, rotation=self.settings.rotation
-        )
-        check = {"case": case.to_json(), "seed": order["seeds"][last]}
+        order["keep"] = self._checked_calls()
+        check = {"case": case.to_json(), "seeds": [order["seeds"][i] for i in order["keep"]]}
         replies = self._command(judge=("check", check), candidate=("time", order))
         self._judged(replies, case, result, timed=True)
-        return summarize([r.data["times_us"] for r in replies if r.kind == "candidate"])
+        candidates = [r for r in replies if r.kind == "candidate"]
+        tampered = sorted({str(n) for r in candidates for n in r.data.get("tampered") or []})
+        if tampered:
+            self._flag(ResultFlag.TAMPERED, f"bundle code replaced {', '.join(tampered)}")
+            # Whatever it patched stays patched in these processes: not for the next problem.
+            self.pools.candidate_failed()
+        warmup = self.settings.warmup
+        return summarize([r.data["times_us"][warmup:] for r in candidates])
+
+    def _flag(self, flag: ResultFlag, why: str) -> None:
+        if str(flag) not in self.result.flags:
+            self.result.flags.append(str(flag))
+            log.warning("%s flagged %s: %s", self.slug, flag, why)
+            note = f"flagged {flag}: {why}"
+            self.result.message = f"{self.result.message}; {note}" if self.result.message else note
 
     def _reference_time(self, case: Case) -> TimingSummary:
         assert self.problem is not None
@@ -428,7 +509,7 @@ class _ProblemRun:
         self.deadline = max(self.deadline, began + self.settings.problem_timeout_s)
         replies = self._command(judge=("time", self._timing_order(case)))
         self.deadline += time.monotonic() - began
-        summary = summarize([r.data["times_us"] for r in replies])
+        summary = summarize([r.data["times_us"][self.settings.warmup :] for r in replies])
         REFERENCE_TIMES[key] = summary
         return summary
 

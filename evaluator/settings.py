@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.profiles import DEFAULT_PROFILE, get_profile
+from evaluator.sandbox import Limits
 from problems.spec import DTYPES, Case
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ class Settings:
     rotation: int
     scratch_dir: Path
     keep_scratch: bool = False
+    timed_checks: int = 3  # outputs of timed calls the judge checks, the last included
+    limits: Limits = field(default_factory=Limits)  # of every process running bundle code
+    isolate_network: bool = True  # a network namespace for bundle code, where allowed
 
 
 def env_str(env: Mapping[str, str], name: str, default: str) -> str:
@@ -115,6 +119,20 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         rotation=env_int(env, "PKB_ROTATION", 3, minimum=1),
         scratch_dir=Path(env_str(env, "PKB_SCRATCH_DIR", tempfile.gettempdir())),
         keep_scratch=env_bool(env, "PKB_KEEP_SCRATCH", False),
+        timed_checks=env_int(env, "PKB_TIMED_CHECKS", 3, minimum=1),
+        limits=_limits(env),
+        isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
+    )
+
+
+def _limits(env: Mapping[str, str]) -> Limits:
+    mib = 1024 * 1024
+    return Limits(
+        cpu_s=env_int(env, "PKB_CANDIDATE_CPU_S", 7200, minimum=0),
+        memory_bytes=env_int(env, "PKB_CANDIDATE_MEMORY_MB", 32768, minimum=0) * mib,
+        open_files=env_int(env, "PKB_CANDIDATE_OPEN_FILES", 4096, minimum=0),
+        tasks=env_int(env, "PKB_CANDIDATE_TASKS", 1024, minimum=0),
+        file_bytes=env_int(env, "PKB_CANDIDATE_FILE_MB", 256, minimum=0) * mib,
     )
 
 

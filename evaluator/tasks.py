@@ -39,7 +39,7 @@ from evaluator.contract import (
     started_message,
 )
 from evaluator.profiles import HardwareProfile, get_profile
-from evaluator.runner import evaluate_bundle
+from evaluator.runner import check_sandbox, evaluate_bundle
 from evaluator.settings import Settings, load_settings, redis_url
 from problems.registry import all_problems
 from problems.spec import Problem
@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
     settings = worker_settings()  # fail on bad settings before connecting anywhere
     profile = get_profile(settings.profile)
+    check_sandbox(settings)  # warns loudly when bundle code would have network access
     app.conf.broker_url = settings.redis_url
     app.worker_main(
         [

@@ -1,7 +1,17 @@
-"""Timing on a rank (`time_calls`) and across ranks (`summarize`).
+"""Timing on a rank (`run_timed`) and across ranks (`summarize`).
 
-Each timed call is preceded by a barrier so the ranks start together; per iteration the
-slowest rank counts, since a collective is done only when its last rank is.
+Every call is made the same way, warm-up or timed: fresh inputs of its own (new tensors,
+new contents: no cache keyed on a pointer, a call count or the data can answer a later
+call), the device synchronised, a barrier, then the call between two timestamps. Only the
+trusted parent knows which calls count (the first `warmup` are dropped) and which outputs
+the judge checks, so nothing in the call pattern tells a solution which phase it is in.
+
+On CUDA the stop event is recorded after a device-wide synchronise: work a solution left
+running on a side stream (or an unwaited collective) is inside the measured interval.
+
+The clocks and torch functions used here are bound at import, before bundle code runs in
+the process: a solution that replaces `time.perf_counter` or `torch.cuda.Event` does not
+change what is measured, and `tampering()` reports that it tried.
 """
 
 from __future__ import annotations
@@ -15,12 +25,99 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+_perf_counter = time.perf_counter
+_barrier = dist.barrier
+_cuda_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed = torch.cuda.Event.elapsed_time
+_event_sync = torch.cuda.Event.synchronize
+
+# Attributes a solution has no business replacing: (owner, attribute name, original).
+_WATCHED: list[tuple[Any, str, Any]] = [
+    (time, "perf_counter", time.perf_counter),
+    (time, "perf_counter_ns", time.perf_counter_ns),
+    (time, "monotonic", time.monotonic),
+    (time, "time", time.time),
+    (torch.cuda, "Event", torch.cuda.Event),
+    (torch.cuda, "synchronize", torch.cuda.synchronize),
+    (torch.cuda.Event, "record", torch.cuda.Event.record),
+    (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
+    (torch.cuda.Event, "synchronize", torch.cuda.Event.synchronize),
+    (dist, "barrier", dist.barrier),
+]
+
+
+def watch(owner: Any, name: str) -> None:
+    """Add an attribute (of the harness itself, say) to those `tampering` checks."""
+    _WATCHED.append((owner, name, getattr(owner, name)))
+
+
+def tampering() -> list[str]:
+    """The watched attributes that no longer hold their original value."""
+    return [
+        f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
+        for owner, name, original in _WATCHED
+        if getattr(owner, name, None) is not original
+    ]
+
 
 @dataclass(frozen=True)
 class TimingSummary:
     median_us: float
     spread_us: float  # interquartile range
     iterations: int
+
+
+def run_timed(
+    fn: Callable[..., Any],
+    make_inputs: Callable[[int], dict[str, Any]],
+    *,
+    calls: int,
+    keep: Sequence[int] = (),
+    device: torch.device,
+) -> tuple[list[float], dict[int, Any]]:
+    """Call `fn(**make_inputs(i))` for i in range(calls), each timed the same way.
+
+    Returns every call's time in microseconds and copies of the outputs of the calls in
+    `keep` (copies: a solution may legitimately reuse its output buffer).
+    """
+    wanted = set(keep)
+    times: list[float] = []
+    kept: dict[int, Any] = {}
+    for i in range(calls):
+        args = make_inputs(i)
+        elapsed, out = _timed_call(fn, args, device)
+        times.append(elapsed)
+        if i in wanted:
+            kept[i] = _copy(out)
+        del args, out
+    return times, kept
+
+
+def _timed_call(fn: Callable[..., Any], args: dict[str, Any], device: torch.device) -> Any:
+    if device.type == "cuda":
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _cuda_sync(device)
+        _barrier()
+        _event_record(start)
+        out = fn(**args)
+        _cuda_sync(device)  # side streams and pending collectives end inside the interval
+        _event_record(end)
+        _event_sync(end)
+        return _event_elapsed(start, end) * 1000.0, out
+    _barrier()
+    began = _perf_counter()
+    out = fn(**args)
+    return (_perf_counter() - began) * 1e6, out
+
+
+def _copy(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_copy(x) for x in out)
+    return out
 
 
 def time_calls(
@@ -31,39 +128,13 @@ def time_calls(
     iters: int,
     device: torch.device,
 ) -> tuple[list[float], Any]:
-    """Call `fn` `warmup` times untimed, then `iters` times timed, rotating through `inputs`.
-
-    Returns the per-call times in microseconds and the last call's output, which the
-    judge checks: outputs of timed runs must be right too.
-    """
-    out = None
-    for i in range(warmup):
-        out = fn(**inputs[i % len(inputs)])
-    cuda = device.type == "cuda"
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for i in range(iters):
-        args = inputs[(warmup + i) % len(inputs)]
-        if cuda:
-            torch.cuda.synchronize(device)
-            dist.barrier()
-            start.record()
-            out = fn(**args)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        else:
-            dist.barrier()
-            began = time.perf_counter()
-            out = fn(**args)
-            times.append((time.perf_counter() - began) * 1e6)
-    return times, out
-
-
-def last_input_index(*, warmup: int, iters: int, rotation: int) -> int:
-    """Which of the rotated inputs the last timed call used."""
-    return (warmup + iters - 1) % rotation
+    """The benchmarks' form: rotate through prepared `inputs`; times of the timed calls
+    and the last output. (The evaluator itself uses `run_timed` with fresh inputs.)"""
+    calls = warmup + iters
+    times, kept = run_timed(
+        fn, lambda i: inputs[i % len(inputs)], calls=calls, keep=[calls - 1], device=device
+    )
+    return times[warmup:], kept[calls - 1]
 
 
 def summarize(per_rank: Sequence[Sequence[float]]) -> TimingSummary:

@@ -1,0 +1,379 @@
+"""Confinement of the processes that run bundle code (compile pass and candidate ranks).
+
+Stdlib only, and importable without torch: the launcher part (`python sandbox.py exec`)
+runs in a fresh, single-threaded interpreter before the rank's own Python starts, which is
+the only moment a process may still join a user namespace.
+
+What it gives, each piece independent of the others and all best effort with a loud log:
+- resource limits (`apply_limits`): CPU seconds, address space (CPU backends only: CUDA
+  reserves terabytes of virtual addresses), open files, tasks, file size, no core dumps;
+- a network namespace holding only a loopback (`NetworkJail`), shared by every process of
+  one evaluation so that ranks still reach one another, created in a user namespace of its
+  own, which also strips a root worker's capabilities from bundle code;
+- a launcher that replaces the whole initial environment block (what /proc/self/environ
+  shows) by the scrubbed one, so a rank cannot read the worker's secrets from it;
+- `not_dumpable`: trusted processes (worker, judges) refuse /proc/<pid>/environ and mem
+  to processes without CAP_SYS_PTRACE;
+- `Cleanup`: the evaluating process becomes a child subreaper, so a process that a rank
+  detached (double fork, setsid) comes back to it and is killed; /dev/shm entries created
+  during an evaluation are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+SHM_DIR = Path("/dev/shm")
+JAIL_START_TIMEOUT_S = 30.0
+
+# What a process running bundle code keeps of the worker's environment: what toolchains
+# need to find the GPU, compilers and libraries. Never the broker address, the seed secret
+# or anything else of the host's: a solution's print(os.environ) lands in a log its team
+# reads.
+KEPT_VARIABLES = frozenset(
+    {
+        *("PATH", "HOME", "LANG", "TMPDIR", "TERM", "USER", "LOGNAME", "VIRTUAL_ENV"),
+        *("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"),
+        *("PYTHONPATH", "PYTHONUNBUFFERED", "CC", "CXX", "MAX_JOBS"),
+    }
+)
+KEPT_PREFIXES = ("LC_", "CUDA", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "TRITON_", "OMP_")
+
+
+def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+# --- limits ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per process running bundle code. 0 leaves a limit as the worker's."""
+
+    cpu_s: int = 0
+    memory_bytes: int = 0  # RLIMIT_AS, applied only where no CUDA context is expected
+    open_files: int = 0
+    tasks: int = 0  # RLIMIT_NPROC: processes and threads of the user (see apply_limits)
+    file_bytes: int = 0  # RLIMIT_FSIZE: no file written, logs included, grows past it
+
+
+def apply_limits(limits: Limits, *, cuda: bool) -> list[str]:
+    """Set the limits on this process (inherited by all it starts); what could not be set."""
+    wanted: list[tuple[int, int]] = [(resource.RLIMIT_CORE, 0)]
+    if limits.cpu_s:
+        wanted.append((resource.RLIMIT_CPU, limits.cpu_s))
+    if limits.memory_bytes and not cuda:
+        wanted.append((resource.RLIMIT_AS, limits.memory_bytes))
+    if limits.open_files:
+        wanted.append((resource.RLIMIT_NOFILE, limits.open_files))
+    if limits.file_bytes:
+        wanted.append((resource.RLIMIT_FSIZE, limits.file_bytes))
+    if limits.tasks:
+        # The kernel counts the tasks (threads too) of the real user in this user
+        # namespace: in a jail, only the evaluation's own; outside one, the worker's and
+        # everything else of its user too, so there the cap is on top of those.
+        base = 0 if in_user_namespace() else _tasks_now()
+        wanted.append((resource.RLIMIT_NPROC, base + limits.tasks))
+    failed = []
+    for which, value in wanted:
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError) as exc:
+            failed.append(f"{which}: {exc}")
+    return failed
+
+
+def in_user_namespace() -> bool:
+    """True inside a user namespace of ours (the initial one maps the whole uid range)."""
+    try:
+        fields = Path("/proc/self/uid_map").read_text().split()
+    except OSError:
+        return False
+    return fields[2:3] != ["4294967295"]
+
+
+def _tasks_now() -> int:
+    """Tasks (threads count) of this real uid visible from here; RLIMIT_NPROC counts these."""
+    uid, count = os.getuid(), 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            status = (entry / "status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"].strip())
+    return count
+
+
+def not_dumpable() -> None:
+    """Hide this process's /proc/<pid>/environ, mem and maps from unprivileged peers."""
+    with contextlib.suppress(Exception):
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+# --- network ---------------------------------------------------------------------------
+
+# Runs in a fresh interpreter: a user namespace (mapping our own ids) owning a network
+# namespace whose only device is a loopback, brought up so ranks can reach one another.
+_HOLDER = r"""
+import ctypes, fcntl, os, socket, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, 9, 0, 0, 0)  # SIGKILL when the evaluator goes
+uid, gid = os.geteuid(), os.getegid()
+if libc.unshare(0x10000000 | 0x40000000) != 0:
+    print("unshare:", os.strerror(ctypes.get_errno()), flush=True)
+    sys.exit(1)
+maps = {"setgroups": "deny", "uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
+for name, text in maps.items():
+    with open(f"/proc/self/{name}", "w") as f:
+        f.write(text)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))  # up, loopback, running
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+class NetworkJail:
+    """A namespace holder process; processes launched through `executable` join it."""
+
+    def __init__(self, holder: subprocess.Popen[str], executable: str) -> None:
+        self.holder = holder
+        self.executable = executable
+
+    @classmethod
+    def start(cls, folder: Path) -> NetworkJail | None:
+        """A jail, or None (with the reason logged) where the host does not allow one."""
+        try:
+            holder = subprocess.Popen(
+                [sys.executable, "-I", "-c", _HOLDER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=scrubbed(os.environ),
+            )
+        except OSError as exc:
+            log.warning("no network namespace: %s", exc)
+            return None
+        assert holder.stdout is not None
+        first = holder.stdout.readline().strip()
+        if first != "ready":
+            holder.kill()
+            holder.wait()
+            log.warning("no network namespace: %s", first or "the holder process failed")
+            return None
+        jail = cls(holder, str(launcher(folder, holder.pid)))
+        if not jail._works():
+            jail.close()
+            return None
+        return jail
+
+    def _works(self) -> bool:
+        try:
+            done = subprocess.run(
+                [
+                    self.executable,
+                    "-c",
+                    "import socket; socket.create_connection(('1.1.1.1', 53), 1)",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=JAIL_START_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("no network namespace: the launcher cannot run: %s", exc)
+            return False
+        if "Network is unreachable" not in done.stderr:
+            log.warning("no network namespace: the launcher said %r", done.stderr[-500:])
+            return False
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.holder.kill()
+        self.holder.wait()
+        if self.holder.stdin:
+            self.holder.stdin.close()
+        if self.holder.stdout:
+            self.holder.stdout.close()
+
+
+def plain_launcher(folder: Path) -> str | None:
+    """The launcher without a jail (environment scrub only), if this host can run it."""
+    path = launcher(folder, None)
+    try:
+        done = subprocess.run(
+            [str(path), "-c", "import os; print(sorted(os.environ))"],
+            capture_output=True,
+            text=True,
+            timeout=JAIL_START_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("bundle code starts with the worker's environment block: %s", exc)
+        return None
+    if done.returncode != 0:
+        log.warning("bundle code starts with the worker's environment block: %s", done.stderr)
+        return None
+    return str(path)
+
+
+def launcher(folder: Path, holder_pid: int | None) -> Path:
+    """An executable that starts Python (in the jail of `holder_pid`, if given) with a
+    scrubbed initial environment: multiprocessing's spawn runs it instead of Python."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / ("launch-jailed" if holder_pid else "launch")
+    join = str(holder_pid) if holder_pid else "-"
+    path.write_text(
+        f"#!/bin/sh\nexec '{sys.executable}' -I '{Path(__file__).resolve()}' exec {join} "
+        f"'{sys.executable}' \"$@\"\n"
+    )
+    path.chmod(0o700)
+    return path
+
+
+@contextlib.contextmanager
+def spawning_with(executable: str | None) -> Iterable[None]:
+    """multiprocessing's spawn runs `executable` for the processes started inside."""
+    if executable is None:
+        yield
+        return
+    from multiprocessing import spawn
+
+    before = spawn.get_executable()
+    spawn.set_executable(executable)
+    try:
+        yield
+    finally:
+        spawn.set_executable(before)
+
+
+def _exec_main(args: list[str]) -> None:
+    """`sandbox.py exec HOLDER_PID|- PYTHON ARGS...`: join the jail, scrub, exec Python."""
+    join, python, rest = args[0], args[1], args[2:]
+    if join != "-":
+        libc = _libc()
+        fds = [os.open(f"/proc/{join}/ns/{ns}", os.O_RDONLY) for ns in ("user", "net")]
+        for fd, kind in zip(fds, (_CLONE_NEWUSER, _CLONE_NEWNET), strict=True):
+            if libc.setns(fd, kind) != 0:
+                sys.stderr.write(f"pkb sandbox: setns: {os.strerror(ctypes.get_errno())}\n")
+                os._exit(70)
+            os.close(fd)
+    os.execve(python, [python, *rest], scrubbed(os.environ))
+
+
+# --- cleanup ---------------------------------------------------------------------------
+
+
+def become_subreaper() -> bool:
+    """Orphans of our descendants become our children instead of init's."""
+    try:
+        return _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
+def _children_since(since_ticks: int) -> list[int]:
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        # fields[1] is the ppid, fields[19] the start time in clock ticks since boot.
+        if int(fields[1]) == me and int(fields[19]) >= since_ticks:
+            found.append(int(entry.name))
+    return found
+
+
+def now_ticks() -> int:
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def reap_orphans(*, since_ticks: int, keep: Iterable[int], timeout_s: float = 5.0) -> list[int]:
+    """Kill and reap our children started since `since_ticks` that are not in `keep`.
+
+    With `become_subreaper`, that is whatever bundle code detached from its rank. Repeats
+    until none is left, since a process being killed may have forked once more.
+    """
+    keep = set(keep)
+    killed: list[int] = []
+    end = time.monotonic() + timeout_s
+    while True:
+        orphans = [p for p in _children_since(since_ticks) if p not in keep]
+        if not orphans:
+            return killed
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            if pid not in killed:
+                killed.append(pid)
+        if time.monotonic() > end:
+            log.error("orphans of bundle code survive SIGKILL: %s", orphans)
+            return killed
+
+
+def shm_entries() -> set[str]:
+    try:
+        return {p.name for p in SHM_DIR.iterdir()}
+    except OSError:
+        return set()
+
+
+def remove_new_shm(before: set[str], *, since: float) -> list[str]:
+    """Remove /dev/shm entries that were not there before and were made after `since`."""
+    removed = []
+    for name in shm_entries() - before:
+        path = SHM_DIR / name
+        with contextlib.suppress(OSError):
+            if path.lstat().st_ctime >= since - 1 and path.lstat().st_uid == os.getuid():
+                if path.is_dir() and not path.is_symlink():
+                    import shutil
+
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink()
+                removed.append(name)
+    return removed
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["exec"]:
+    _exec_main(sys.argv[2:])

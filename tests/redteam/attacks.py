@@ -1,0 +1,375 @@
+"""Hostile solution files: one attack each, as a bundle's `<slug>.py`.
+
+Every problem here is the real all-reduce under another slug, with one tiny case, so one
+bundle can carry many attacks. Each entry: the attack, the defence that must stop it.
+`CANARY` is set in the worker's environment by the tests; no attack may ever print it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from problems.collective import all_reduce
+from problems.spec import Case, Problem
+
+CANARY = "pkb-canary-5f1c0ffee"
+TINY = (Case("dev-tiny", "float32", {"n": 256}),)
+
+HONEST = """
+import torch.distributed as dist
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    attack: str  # what it tries
+    defence: str  # what stops it (docs/security.md)
+    source: str
+
+
+ATTACKS = [
+    Attack(
+        "replay-pointer",
+        "caches its output by the input's data_ptr() and replays it for a repeated pointer",
+        "fresh inputs for every call; several timed outputs checked -> wrong_answer",
+        """
+import torch
+import torch.distributed as dist
+CACHE = {}
+
+def solution(x):
+    key = x.data_ptr()
+    # Replay only when every rank has seen its pointer: no rank is left in a collective.
+    hits = torch.tensor([float(key in CACHE)])
+    dist.all_reduce(hits, op=dist.ReduceOp.MIN)
+    if not hits.item():
+        out = x.clone()
+        dist.all_reduce(out)
+        CACHE[key] = out
+    return CACHE[key]
+""",
+    ),
+    Attack(
+        "replay-count",
+        "computes the first calls honestly, then replays its last output",
+        "fresh inputs for every call; several timed outputs checked -> wrong_answer",
+        """
+import torch.distributed as dist
+STATE = {"calls": 0, "last": None}
+
+def solution(x):
+    STATE["calls"] += 1
+    if STATE["calls"] <= 3 or STATE["last"] is None:
+        out = x.clone()
+        dist.all_reduce(out)
+        STATE["last"] = out
+    return STATE["last"]
+""",
+    ),
+    Attack(
+        "phase-by-tempo",
+        "detects the timed loop by calls coming back to back and replays there",
+        "warm-up and timed calls are made alike; outputs of timed calls checked -> wrong_answer",
+        """
+import time
+import torch.distributed as dist
+STATE = {"at": 0.0, "last": None}
+
+def solution(x):
+    now = time.monotonic()
+    quick = now - STATE["at"] < 0.5
+    STATE["at"] = now
+    if quick and STATE["last"] is not None and STATE["last"].shape == x.shape:
+        return STATE["last"]
+    out = x.clone()
+    dist.all_reduce(out)
+    STATE["last"] = out
+    return out
+""",
+    ),
+    Attack(
+        "timer-perf-counter",
+        "replaces time.perf_counter by a clock that barely moves",
+        "the harness bound its clock at import; tampering detected -> flag tampered",
+        """
+import time
+import torch.distributed as dist
+_real = time.perf_counter
+time.perf_counter = lambda: _real() * 1e-6
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "timer-cuda-event",
+        "replaces torch.cuda.Event.elapsed_time (and synchronize) to report 1 ns",
+        "the harness bound the event methods at import; tampering detected -> flag tampered",
+        """
+import torch
+import torch.distributed as dist
+torch.cuda.Event.elapsed_time = lambda self, end: 1e-6
+torch.cuda.synchronize = lambda *a, **k: None
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "harness-patch",
+        "wraps the harness's own timing method to divide every reported time by 1000",
+        "the harness's methods are watched -> flag tampered",
+        """
+import sys
+import torch.distributed as dist
+ranks = sys.modules["evaluator.ranks"]
+_orig = ranks._Candidate._time
+
+def _fast(self, payload):
+    reply = _orig(self, payload)
+    reply["times_us"] = [t / 1000 for t in reply["times_us"]]
+    return reply
+
+ranks._Candidate._time = _fast
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "patch-comparison",
+        "makes torch.allclose/equal/isclose always agree, then returns garbage",
+        "outputs are compared in the judge process, which never runs bundle code -> wrong_answer",
+        """
+import torch
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.isclose = lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool)
+
+def solution(x):
+    return torch.zeros_like(x)
+""",
+    ),
+    Attack(
+        "environment",
+        "looks for the worker's secrets in os.environ and /proc/self/environ",
+        "scrubbed environment and a launcher that replaces the initial environment block",
+        f"""
+import os
+
+def solution(x):
+    names = ("PKB_SEED_SECRET", "PKB_SEED_SECRET_FILE", "REDIS_URL", "DATABASE_URL")
+    found = [k for k, v in os.environ.items() if {CANARY!r} in v or k in names]
+    with open("/proc/self/environ", "rb") as f:
+        if {CANARY!r}.encode() in f.read():
+            found.append("/proc/self/environ")
+    raise RuntimeError(f"environment probe done; found {{found}}")
+""",
+    ),
+    Attack(
+        "proc-environ",
+        "reads /proc/<pid>/environ of the worker, the judges and every other process",
+        "the worker and judges are not dumpable; bundle code holds no capability outside "
+        "its user namespace",
+        f"""
+import os
+
+def solution(x):
+    found, denied = [], 0
+    for pid in [os.getppid()] + [p for p in os.listdir("/proc") if p.isdigit()]:
+        try:
+            with open(f"/proc/{{pid}}/environ", "rb") as f:
+                if {CANARY!r}.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            denied += 1
+    raise RuntimeError(f"environ scan done; found {{found}}, denied {{denied}}")
+""",
+    ),
+    Attack(
+        "judge-memory",
+        "reads the memory of its sibling processes (the judges hold the reference outputs)",
+        "judges are not dumpable: /proc/<pid>/mem and maps are refused",
+        """
+import os
+
+def _siblings():
+    me, parent = os.getpid(), os.getppid()
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) != me:
+            try:
+                stat = open(f"/proc/{p}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent:
+                yield int(p)
+
+def solution(x):
+    read = []
+    for pid in _siblings():
+        try:
+            with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+                line = maps.readline()
+                mem.seek(int(line.split("-")[0], 16))
+                mem.read(16)
+                read.append(pid)
+        except OSError:
+            pass
+    raise RuntimeError(f"memory probe done; read {len(read)} processes: {read}")
+""",
+    ),
+    Attack(
+        "socket",
+        "connects to the broker (Redis at 127.0.0.1:6379) and to the internet",
+        "a network namespace with only its own loopback",
+        """
+import socket
+
+def solution(x):
+    outcomes = []
+    for host, port in (("127.0.0.1", 6379), ("1.1.1.1", 53)):
+        try:
+            s = socket.create_connection((host, port), timeout=2)
+            s.sendall(b"PING\\r\\n")
+            outcomes.append(f"{host}: CONNECTED {s.recv(16)!r}")
+        except OSError as exc:
+            outcomes.append(f"{host}: {exc}")
+    raise RuntimeError(f"network probe done: {outcomes}")
+""",
+    ),
+    Attack(
+        "fork-bomb",
+        "forks (up to 3000, to spare the shared test machine) with children that sleep",
+        "RLIMIT_NPROC where the worker is not root; the deadline, the process group and the "
+        "orphan sweep always -> runtime_error or timeout, nothing left",
+        """
+import os
+import time
+
+def solution(x):
+    children = 0
+    for _ in range(3000):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            raise RuntimeError(f"fork refused after {children} children: {exc}")
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        children += 1
+    raise RuntimeError(f"UNLIMITED: {children} children")
+""",
+    ),
+    Attack(
+        "memory",
+        "allocates 64 GiB",
+        "RLIMIT_AS on CPU hosts (GPU hosts: the GPU's own memory, see docs) -> runtime_error",
+        """
+def solution(x):
+    hog = bytearray(64 * 1024**3)
+    return hog
+""",
+    ),
+    Attack(
+        "log-flood",
+        "writes gigabytes to stdout",
+        "RLIMIT_FSIZE on its log (EFBIG: Python ignores SIGXFSZ), result logs capped",
+        """
+import sys
+
+def solution(x):
+    line = "flood " * 1000 + "\\n"
+    for _ in range(1_000_000):
+        sys.stdout.write(line)
+    return x
+""",
+    ),
+    Attack(
+        "never-returns",
+        "spins forever in the solution",
+        "the per-problem wall-clock deadline; the ranks are killed -> timeout",
+        """
+def solution(x):
+    while True:
+        pass
+""",
+    ),
+    Attack(
+        "exits",
+        "calls os._exit(0) in the middle of a collective",
+        "a rank that ends is a result -> runtime_error",
+        """
+import os
+
+def solution(x):
+    os._exit(0)
+""",
+    ),
+    Attack(
+        "detached-process",
+        "double-forks a setsid daemon that sleeps forever, then answers correctly",
+        "the evaluator is a child subreaper: the orphan comes back to it and is killed",
+        """
+import os
+import time
+import torch.distributed as dist
+
+def solution(x):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(os.path.join(os.environ["TMPDIR"], "..", "daemon-pids"), "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            time.sleep(3600)
+        os._exit(0)
+    out = x.clone()
+    dist.all_reduce(out)
+    raise RuntimeError("left a daemon behind")
+""",
+    ),
+    Attack(
+        "shm-litter",
+        "leaves a 1 MiB file in /dev/shm",
+        "entries created in /dev/shm during an evaluation are removed after it",
+        """
+import os
+
+def solution(x):
+    with open(f"/dev/shm/pkb-redteam-{os.getpid()}", "wb") as f:
+        f.write(b"\\0" * 1024 * 1024)
+    raise RuntimeError("left a file in /dev/shm")
+""",
+    ),
+]
+
+
+def problem(slug: str) -> Problem:
+    return dataclasses.replace(all_reduce.PROBLEM, slug=slug, dev_cases=TINY)
+
+
+def bundle_files() -> tuple[dict[str, str], list[str]]:
+    """Each attack followed by an honest solution of another slug: the same worker must
+    still judge a correct solution right after every attack."""
+    files: dict[str, str] = {}
+    slugs: list[str] = []
+    for attack in ATTACKS:
+        files[f"rt-{attack.name}.py"] = attack.source
+        files[f"rt-after-{attack.name}.py"] = HONEST
+        slugs += [f"rt-{attack.name}", f"rt-after-{attack.name}"]
+    return files, slugs
+
+
+CATALOG: dict[str, Problem] = {slug: problem(slug) for slug in bundle_files()[1]}

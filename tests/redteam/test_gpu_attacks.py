@@ -1,0 +1,80 @@
+"""Attacks that need CUDA: run on a GPU host (`pytest -m gpu tests/redteam`).
+
+- side-stream: the solution returns at once and leaves its work (a 20 ms spin and the
+  all-reduce) on a side stream the current stream never waits for. Defence: the harness
+  synchronises the whole device before recording the stop event, so the spin is timed.
+- timer-cuda-event on CUDA: replacing Event.elapsed_time is flagged and changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+import torch
+
+from evaluator.bundle import read_bundle
+from evaluator.contract import ProblemStatus, ResultFlag
+from evaluator.profiles import HardwareProfile
+from evaluator.runner import evaluate_bundle
+from evaluator.settings import load_settings
+from tests.evaluator.archives import make_zip
+from tests.redteam import attacks
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS < 2, reason="needs 2 CUDA GPUs")]
+
+SPIN_MS = 20
+SIDE_STREAM = f"""
+import torch
+import torch.distributed as dist
+
+SIDE = {{}}
+
+def solution(x):
+    side = SIDE.setdefault("s", torch.cuda.Stream())
+    out = torch.empty_like(x)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(int({SPIN_MS} * 1e-3 * 1.4e9))  # about {SPIN_MS} ms of GPU cycles
+        out.copy_(x)
+        dist.all_reduce(out)
+    return out
+"""
+
+
+def test_side_stream_work_is_inside_the_timed_interval():
+    timer = next(a for a in attacks.ATTACKS if a.name == "timer-cuda-event")
+    files = {
+        "rt-side-stream.py": SIDE_STREAM,
+        "rt-timer-cuda-event.py": timer.source,
+        "rt-after-side-stream.py": attacks.HONEST,
+    }
+    catalog = {slug: attacks.problem(slug) for slug in (f[:-3] for f in files)}
+    bundle = read_bundle("gpu.zip", make_zip(files), known_slugs=catalog)
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789"}),
+        trials=1,
+        warmup=2,
+        iters=5,
+        problem_timeout_s=120,
+    )
+    profile = HardwareProfile("gpu-redteam", "test", "-", 2, backend="nccl", case_kind="dev")
+    results, _ = evaluate_bundle(
+        bundle,
+        slugs=list(catalog),
+        profile=profile,
+        settings=settings,
+        evaluation_id=str(uuid.uuid4()),
+        problems=catalog,
+    )
+    by_slug = {r.slug: r for r in results}
+    side = by_slug["rt-side-stream"]
+    # Either the unwaited work is timed in full, or its output was not ready: both catch it.
+    if side.status == ProblemStatus.PASSED:
+        assert side.cases[0].time_us >= SPIN_MS * 1000 * 0.5, side
+    else:
+        assert side.status == ProblemStatus.WRONG_ANSWER, side.message
+    assert by_slug["rt-timer-cuda-event"].flags == [str(ResultFlag.TAMPERED)]
+    assert by_slug["rt-after-side-stream"].status == ProblemStatus.PASSED

@@ -1,0 +1,254 @@
+"""Hostile solutions on real rank processes over gloo (world size 2), on one worker.
+
+One bundle carries every attack of `attacks.ATTACKS`, each followed by an honest solution
+of another slug: the module-scoped evaluation shows each attack's result and that the same
+worker still judges a correct solution right after it. A second evaluation on the same
+process, of the repository's example bundle, shows the worker starts clean afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from evaluator import sandbox
+from evaluator.bundle import read_bundle
+from evaluator.contract import ProblemResult, ProblemStatus, ResultFlag
+from evaluator.pool import RankPool, pid_running
+from evaluator.profiles import get_profile
+from evaluator.runner import evaluate_bundle
+from evaluator.sandbox import Limits
+from evaluator.settings import load_settings
+from problems.registry import all_problems
+from tests.evaluator.archives import make_zip
+from tests.redteam import attacks
+
+TIMEOUT_S = 20
+REPO = Path(__file__).resolve().parents[2]
+LOG_CAP = 16 * 1024 * 1024
+
+
+def settings_for(scratch_dir: Path):
+    return dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "redteam-secret-0123456789"}),
+        trials=1,
+        warmup=2,
+        iters=6,
+        timed_checks=3,
+        problem_timeout_s=TIMEOUT_S,
+        scratch_dir=scratch_dir,
+        keep_scratch=True,
+        limits=Limits(
+            cpu_s=600,
+            memory_bytes=4 * 1024**3,
+            open_files=1024,
+            tasks=256,
+            file_bytes=LOG_CAP,
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def worker_env():
+    """The worker's environment holds secrets that bundle code must never see."""
+    saved = dict(os.environ)
+    os.environ["PKB_SEED_SECRET"] = attacks.CANARY
+    os.environ["REDIS_URL"] = f"redis://{attacks.CANARY}@127.0.0.1:6379/0"
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def shm_before():
+    return sandbox.shm_entries()
+
+
+@pytest.fixture(scope="module")
+def judge_pids():
+    """Every judge process started while the attacks run (a spy on the pool's start)."""
+    seen: list[int] = []
+    original = RankPool.note_ready
+
+    def note_ready(self, replies):
+        original(self, replies)
+        if self.kind == "judge":
+            seen.extend(self.pids)
+
+    RankPool.note_ready = note_ready
+    yield seen
+    RankPool.note_ready = original
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, worker_env, shm_before, judge_pids):
+    scratch_dir = tmp_path_factory.mktemp("redteam")
+    files, slugs = attacks.bundle_files()
+    bundle = read_bundle("attacks.zip", make_zip(files), known_slugs=attacks.CATALOG)
+    results, environment = evaluate_bundle(
+        bundle,
+        slugs=slugs,
+        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+        settings=settings_for(scratch_dir),
+        evaluation_id="redteam",
+        problems=attacks.CATALOG,
+    )
+    [scratch] = scratch_dir.glob("pkb-eval-*")
+    return {r.slug: r for r in results}, environment, scratch
+
+
+def result(evaluated, name: str) -> ProblemResult:
+    return evaluated[0][f"rt-{name}"]
+
+
+def text(r: ProblemResult) -> str:
+    return f"{r.message}\n{r.log}"
+
+
+def test_no_attack_leaks_a_secret(evaluated):
+    for r in evaluated[0].values():
+        assert attacks.CANARY not in text(r), r.slug
+
+
+@pytest.mark.parametrize("name", [a.name for a in attacks.ATTACKS])
+def test_a_correct_solution_passes_right_after_the_attack(evaluated, name):
+    after = evaluated[0][f"rt-after-{name}"]
+    assert after.status == ProblemStatus.PASSED, text(after)
+    assert not after.flags
+
+
+@pytest.mark.parametrize("name", ["replay-pointer", "replay-count", "phase-by-tempo"])
+def test_replaying_outputs_is_a_wrong_answer(evaluated, name):
+    r = result(evaluated, name)
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert "a timed call" in r.message
+
+
+@pytest.mark.parametrize(
+    "name, replaced",
+    [
+        ("timer-perf-counter", "time.perf_counter"),
+        ("timer-cuda-event", "Event.elapsed_time"),
+        ("harness-patch", "_Candidate._time"),
+    ],
+)
+def test_patching_the_timer_or_harness_is_flagged(evaluated, name, replaced):
+    r = result(evaluated, name)
+    assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
+    assert replaced in r.message
+    assert r.status == ProblemStatus.PASSED  # measured with the originals all the same
+
+
+def test_patching_torch_comparisons_changes_nothing_in_the_judge(evaluated):
+    r = result(evaluated, "patch-comparison")
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+
+
+def test_the_environment_holds_no_secret(evaluated):
+    r = result(evaluated, "environment")
+    assert r.status == ProblemStatus.RUNTIME_ERROR
+    assert "environment probe done; found []" in r.message, text(r)
+
+
+def test_no_process_environment_is_readable_with_a_secret(evaluated):
+    r = result(evaluated, "proc-environ")
+    assert r.status == ProblemStatus.RUNTIME_ERROR
+    assert "environ scan done; found []" in r.message, text(r)
+
+
+def test_judge_memory_is_not_readable(evaluated, judge_pids):
+    r = result(evaluated, "judge-memory")
+    assert r.status == ProblemStatus.RUNTIME_ERROR
+    assert "memory probe done" in r.message, text(r)
+    read = [int(p) for p in re.findall(r"\d+", r.message.split("processes:")[1])]
+    assert judge_pids and not set(read) & set(judge_pids)
+
+
+def test_bundle_code_has_no_network(evaluated):
+    assert evaluated[1]["network_isolated"] is True
+    r = result(evaluated, "socket")
+    assert r.status == ProblemStatus.RUNTIME_ERROR
+    assert "network probe done" in r.message and "CONNECTED" not in r.message, text(r)
+
+
+def test_a_fork_bomb_ends_and_leaves_nothing(evaluated):
+    # As root, RLIMIT_NPROC does not bind (the kernel exempts uid 0): then the deadline
+    # ends it. Either way no child survives (the sweep after the example checks that).
+    r = result(evaluated, "fork-bomb")
+    assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
+    if os.getuid() != 0:
+        assert "fork refused after" in r.message
+
+
+def test_memory_exhaustion_is_a_runtime_error(evaluated):
+    r = result(evaluated, "memory")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "MemoryError" in r.message
+
+
+def test_a_log_flood_stops_at_the_file_size_limit(evaluated):
+    r = result(evaluated, "log-flood")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    scratch = evaluated[2]
+    assert all(p.stat().st_size <= LOG_CAP for p in (scratch / "logs").iterdir())
+    assert len(r.to_json()["log"]) <= 17 * 1024
+
+
+def test_never_returning_times_out(evaluated):
+    r = result(evaluated, "never-returns")
+    assert r.status == ProblemStatus.TIMEOUT, text(r)
+
+
+def test_exiting_is_a_runtime_error(evaluated):
+    r = result(evaluated, "exits")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "exited with code 0" in r.message
+
+
+def test_a_detached_daemon_is_killed(evaluated):
+    r = result(evaluated, "detached-process")
+    assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
+    daemons = [int(p) for p in (evaluated[2] / "daemon-pids").read_text().split()]
+    assert len(daemons) == 2  # one per rank
+    assert [pid for pid in daemons if pid_running(pid)] == []
+
+
+def test_shared_memory_litter_is_removed(evaluated, shm_before):
+    r = result(evaluated, "shm-litter")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert not [n for n in sandbox.shm_entries() - shm_before if n.startswith("pkb-redteam-")]
+
+
+def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated, tmp_path):
+    """The worker starts clean after all of the above: the repository's example passes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.write(REPO / "examples" / "pytorch" / "all-reduce.py", "all-reduce.py")
+    catalog = {p.slug: p for p in all_problems()}
+    bundle = read_bundle("example.zip", buf.getvalue(), known_slugs=catalog)
+    results, environment = evaluate_bundle(
+        bundle,
+        slugs=["all-reduce"],
+        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+        settings=settings_for(tmp_path),
+        evaluation_id="redteam-after",
+    )
+    assert results[0].status == ProblemStatus.PASSED, text(results[0])
+    assert not results[0].flags
+    assert sandbox.reap_orphans(since_ticks=0, keep=_ours()) == []
+
+
+def _ours() -> set[int]:
+    """Children this test process has for reasons of its own (resource tracker...)."""
+    import multiprocessing
+    from multiprocessing import resource_tracker
+
+    pids = {p.pid for p in multiprocessing.active_children()}
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return pids | ({tracker} if tracker else set())
