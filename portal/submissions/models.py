@@ -184,6 +184,10 @@ class ProblemResult(models.Model):
             ResultFlag.BELOW_FLOOR.value,
             "faster than the links can move its bytes",
         )
+        TAMPERED = (
+            ResultFlag.TAMPERED.value,
+            "the bundle replaced the harness's clocks, timing or synchronisation functions",
+        )
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")

@@ -288,6 +288,18 @@ def test_a_flagged_pass_is_shown_as_flagged_with_the_reason(client, alice, done,
     assert '<td class="num strong faster">1.20×</td>' in page
 
 
+def test_a_tampered_pass_says_what_the_bundle_replaced(client, alice, done, problems):
+    ProblemResultFactory(
+        submission=done,
+        problem=problems["all-reduce"],
+        speedup=9.0,
+        flags=[ProblemResult.Flag.TAMPERED],
+    )
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    assert "Flagged: the bundle replaced the harness&#x27;s clocks" in page
+
+
 def test_the_roofline_is_shown_per_problem_and_per_case(client, alice, done, problems):
     case = {
         "case": "eval-1",
