@@ -44,6 +44,7 @@ test: install redis chromium
 # Services, selectors and the evaluator's core are typed; mypy checks them with the
 # Django stubs (settings need debug on to load without a secret).
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
+	portal/leaderboard/selectors \
 	evaluator/contract.py evaluator/bundle.py evaluator/runner.py evaluator/probe.py \
 	evaluator/runtime.py problems/spec.py
 

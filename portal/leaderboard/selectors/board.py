@@ -1,14 +1,4 @@
-"""The leaderboard, per-problem rankings and teams' standings; scores in Python.
-
-A team's best passed, unflagged result per problem counts (a flagged pass, e.g. a time under
-the physical floor, is evidence on its submission's page, never a score). Results are
-always selected through `ProblemResult.objects.counted(profile=...)`, so one hardware
-profile's results never meet another's, and whatever `counted` excludes (unfinished or
-disqualified submissions, unpublished problems) is excluded everywhere.
-
-Scoring and the ranking order are in `portal.leaderboard.scoring`. Boards are memoised by
-`portal.leaderboard.freshness` until the data they read changes.
-"""
+"""The leaderboard of a hardware profile, overall or per category."""
 
 from __future__ import annotations
 
@@ -19,7 +9,7 @@ from datetime import datetime
 from functools import cached_property
 
 from django.db import connection
-from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils.safestring import SafeString
 
@@ -27,7 +17,7 @@ from portal.accounts.models import Team
 from portal.leaderboard import charts, freshness
 from portal.leaderboard.scoring import HEADLINE_P, Score, Solved, Totals, fast_p_steps
 from portal.problems.models import Category, Problem
-from portal.submissions.models import ProblemResult, Submission
+from portal.submissions.models import ProblemResult
 
 BASELINE_NAME = "PyTorch + NCCL (reference)"
 
@@ -333,185 +323,3 @@ def leaderboard(
 
 def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:
     return leaderboard(profile=profile, category=category).rows
-
-
-@dataclass(frozen=True)
-class ProblemRow:
-    """One team's best result on one problem."""
-
-    rank: int
-    team_name: str
-    team_slug: str
-    speedup: float | None
-    time_us: float | None
-    ref_time_us: float | None
-    roofline: float | None
-    reached_at: datetime | None
-
-
-def problem_ranking(*, problem: Problem, profile: str) -> list[ProblemRow]:
-    """Every team's best passed, unflagged result on one problem, fastest first; one query.
-
-    Among equal speedups the team that got there first ranks higher, as on the leaderboard.
-    """
-    order = [
-        F("speedup").desc(nulls_last=True),
-        F("submission__finished_at").asc(),
-        F("id").asc(),
-    ]
-    best = (
-        ProblemResult.objects.counted(profile=profile)
-        .passed()
-        .unflagged()
-        .filter(problem=problem)
-        .annotate(
-            place=Window(RowNumber(), partition_by=[F("submission__team_id")], order_by=order)
-        )
-        .filter(place=1)
-        .order_by(*order)
-        .values_list(
-            "submission__team__name",
-            "submission__team__slug",
-            "speedup",
-            "time_us",
-            "ref_time_us",
-            "roofline",
-            "submission__finished_at",
-        )
-    )
-    return [ProblemRow(i, *row) for i, row in enumerate(best, start=1)]
-
-
-@dataclass(frozen=True)
-class TeamBest:
-    """A team's best counted result on one problem."""
-
-    slug: str
-    title: str
-    category: str
-    speedup: float | None
-    time_us: float | None
-    roofline: float | None
-    reached_at: datetime
-
-    @property
-    def category_label(self) -> str:
-        return Category(self.category).label
-
-
-@dataclass
-class TeamStanding:
-    """What a team's public page shows for one hardware profile."""
-
-    profile: str
-    score: Score
-    categories: list[tuple[CategoryColumn, Score]]  # categories the team has solved in
-    best: list[TeamBest]  # in catalog order
-    fast_1_history: list[tuple[datetime, float]]  # (when, fast_1 after that submission)
-    curve: list[tuple[float, float]]
-    rank: int | None
-    teams: int
-
-
-def _is_better(new: float | None, old: float | None) -> bool:
-    return (new if new is not None else float("-inf")) > (old if old is not None else float("-inf"))
-
-
-def team_standing(*, team: Team, profile: str) -> TeamStanding:
-    """Best results, scores and the fast_1 history of one team; three or five queries.
-
-    The history is scored against today's published problems and weights, so its last
-    point is the team's fast_1 on the board.
-    """
-    published = [
-        row[:-1]
-        for row in Problem.objects.published()
-        .in_catalog_order()
-        .values_list("id", "slug", "title", "category", "weight", "profiles")
-        if _runs_on(row[-1], profile)
-    ]
-    problems = {pid: (slug, title, cat, weight) for pid, slug, title, cat, weight in published}
-    results = (
-        ProblemResult.objects.counted(profile=profile)
-        .passed()
-        .unflagged()
-        .filter(submission__team=team, problem_id__in=list(problems))
-        .order_by("submission__finished_at", "id")
-        .values_list("problem_id", "speedup", "time_us", "roofline", "submission__finished_at")
-    )
-    total_weight = sum(w for *_, w in published)
-    best: dict[int, tuple[float | None, float | None, float | None, datetime]] = {}
-    history: list[tuple[datetime, float]] = []
-    for problem_id, speedup, time_us, roofline, finished_at in results:
-        if finished_at is None:  # never for a finished submission; keeps the types honest
-            continue
-        if problem_id not in best or _is_better(speedup, best[problem_id][0]):
-            best[problem_id] = (speedup, time_us, roofline, finished_at)
-        fast_1 = sum(problems[p][3] for p, b in best.items() if b[0] is not None and b[0] > 1)
-        share = fast_1 / total_weight if total_weight else 0.0
-        if history and history[-1][0] == finished_at:
-            history[-1] = (finished_at, share)  # one point per submission
-        elif not history or history[-1][1] != share:
-            history.append((finished_at, share))
-
-    solved = {pid: Solved(b[0], problems[pid][3], b[2]) for pid, b in best.items()}
-    board = leaderboard(profile=profile)
-    columns = _columns([(pid, cat, w) for pid, _, _, cat, w in published])
-    by_category: dict[str, list[Solved]] = defaultdict(list)
-    for pid, item in solved.items():
-        by_category[problems[pid][2]].append(item)
-    return TeamStanding(
-        profile=profile,
-        score=Score.of(list(solved.values()), total=len(published), total_weight=total_weight),
-        categories=[
-            (c, Score.of(by_category[c.value], total=c.total, total_weight=c.total_weight))
-            for c in columns
-            if by_category[c.value]
-        ],
-        best=[
-            TeamBest(slug, title, cat, *best[pid])
-            for pid, (slug, title, cat, _) in problems.items()
-            if pid in best
-        ],
-        fast_1_history=history,
-        curve=fast_p_steps(list(solved.values()), total_weight),
-        rank=next((r.rank for r in board.rows if r.team_slug == team.slug and r.rank), None),
-        teams=board.teams,
-    )
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """A submission as the public sees it: when, on what, and how it went; no code, no logs."""
-
-    id: int
-    created_at: datetime
-    finished_at: datetime | None
-    status: str
-    status_label: str
-    profile: str
-    planned: int
-    passed: int
-
-
-def team_history(*, team: Team, limit: int = 50) -> list[HistoryEntry]:
-    """The team's latest submissions with their count of passed problems; one query."""
-    rows = (
-        Submission.objects.for_team(team)
-        .annotate(passed=Count("results", filter=Q(results__status=ProblemResult.Status.PASSED)))
-        .values_list("id", "created_at", "finished_at", "status", "profile", "problems", "passed")
-        .order_by("-created_at", "-id")[:limit]
-    )
-    return [
-        HistoryEntry(
-            sid,
-            created,
-            finished,
-            status,
-            Submission.Status(status).label,
-            profile,
-            len(planned or []),
-            passed,
-        )
-        for sid, created, finished, status, profile, planned, passed in rows
-    ]
