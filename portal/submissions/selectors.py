@@ -144,6 +144,7 @@ _FACT_LABELS = {
     "python": "Python",
     "hostname": "Host",
     "compile_s": "Compile pass",
+    "network_isolated": "Bundle code's network",
 }
 _SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
 FACT_CAP_CHARS = 500
@@ -173,6 +174,8 @@ def _bandwidth(value: Any) -> str:
 def _fact_value(key: str, value: Any) -> str:
     if key == "peer_bandwidth_gbps":
         return _bandwidth(value)
+    if key == "network_isolated" and isinstance(value, bool):
+        return "none (a network namespace of its own)" if value else "the host's (not isolated)"
     if key == "compile_s" and isinstance(value, int | float):
         return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
     return _text(value)

@@ -38,3 +38,13 @@ def test_the_compile_pass_time_reads_as_seconds():
     assert environment_facts({"compile_s": 69.314}) == [
         Fact("Compile pass", "69.3 s (every solution imported once, in parallel, before timing)")
     ]
+
+
+def test_it_says_whether_bundle_code_had_a_network():
+    label = "Bundle code's network"
+    assert environment_facts({"network_isolated": True}) == [
+        Fact(label, "none (a network namespace of its own)")
+    ]
+    assert environment_facts({"network_isolated": False}) == [
+        Fact(label, "the host's (not isolated)")
+    ]
