@@ -92,3 +92,9 @@ def test_a_bad_bundle_is_refused_with_its_reason_and_nothing_is_kept(page, tmp_p
     alert.wait_for()
     assert "no-such-problem" in alert.inner_text()
     assert "/submit" in page.url
+
+
+def test_the_api_documentation_renders_the_schema(page, screenshot):
+    page.goto("/api/docs/")
+    page.locator(".swagger-ui .opblock-tag", has_text="submissions").first.wait_for()
+    screenshot("api-docs")
