@@ -78,6 +78,7 @@ def import_solutions(
     parallel: int | None = None,
     limits: sandbox.Limits | None = None,
     executable: str | None = None,
+    identity: sandbox.Identity | None = None,
 ) -> dict[str, ImportFailure]:
     """Import each file of `modules` (file name -> module name) in `folder`; the failures.
 
@@ -99,6 +100,7 @@ def import_solutions(
                     log_path=str(logs / f"import-{module}.log"),
                     limits=limits,
                 )
+                sandbox.candidate_file(Path(job.log_path), identity)
                 with sandbox.spawning_with(executable):
                     running.append(_start(ctx, filename, job, timeout_s))
             _wait_for_any(running)

@@ -299,19 +299,23 @@ class RankPools:
         limits: sandbox.Limits | None = None,
         executable: str | None = None,
         protected: Collection[int] = (),
+        identity: sandbox.Identity | None = None,
     ) -> None:
         """`executable` starts candidate processes (the sandbox launcher); `protected`
-        are children of ours that the orphan sweep must spare (the jail's holder)."""
+        are children of ours that the orphan sweep must spare (the jail's holder); `identity`
+        is the user candidates run as (the launcher switches to it), owner of their logs."""
         self.world_size = world_size
         self.candidate_env = dict(candidate_env or {})
         self.limits = limits
         self.executable = executable
         self.protected = set(protected)
+        self.identity = identity
         self.since_ticks = sandbox.now_ticks()
         self.backend = backend
         self.scratch = scratch
         self.logs = scratch / "logs"
-        self.logs.mkdir(exist_ok=True)
+        # Root's, not the candidates': they write only the files made for them here.
+        self.logs.mkdir(exist_ok=True, mode=0o755)
         self.ctx = multiprocessing.get_context("spawn")
         self.judge = RankPool("judge", world_size)
         self.candidate = RankPool("candidate", world_size)
@@ -341,6 +345,8 @@ class RankPools:
             else:
                 self._rewire_judges([reader for reader, _ in pipes])
             candidates = [self._setup("candidate", r, p[1]) for r, p in enumerate(pipes)]
+            for rank in range(self.world_size):
+                sandbox.candidate_file(self.log_path(rank), self.identity)
             with sandbox.spawning_with(self.executable):
                 self.candidate.launch(self.ctx, candidate_main, candidates)
         finally:
@@ -367,7 +373,7 @@ class RankPools:
             rank=rank,
             world_size=self.world_size,
             backend=self.backend,
-            rendezvous=str(self.scratch / f"rendezvous-{kind}-{self.generation}"),
+            rendezvous=self._rendezvous(kind),
             peer=peer,
             threads=max(1, (os.cpu_count() or 1) // self.world_size),
             log_path=str(self.log_path(rank)) if kind == "candidate" else None,
@@ -375,6 +381,14 @@ class RankPools:
             limits=self.limits if kind == "candidate" else None,
         )
         return (setup,)
+
+    def _rendezvous(self, kind: str) -> str:
+        name = f"rendezvous-{kind}-{self.generation}"
+        if kind == "judge":
+            return str(self.scratch / name)
+        # Candidates create theirs where they may write: their own TMPDIR.
+        folder = Path(self.candidate_env.get("TMPDIR", self.scratch))
+        return str(folder / name)
 
     def _rewire_judges(self, readers: list[Connection]) -> None:
         self.step += 1
@@ -485,7 +499,8 @@ def read_log(path: Path, offset: int, limit: int = 64 * 1024) -> str:
     size = _size(path)
     if size <= offset:
         return ""
-    with open(path, "rb") as f:
+    # Never through a link: bundle code must not make the trusted side read another file.
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
         f.seek(offset)
         if size - offset <= 2 * limit:
             data = f.read()

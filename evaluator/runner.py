@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -68,19 +71,35 @@ def evaluate_bundle(
     catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
     _check_host(profile)
     environment = environment_fingerprint(profile)
+    identity = settings.candidate_user
     settings.scratch_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=settings.scratch_dir))
+    if identity is not None:
+        # Root's own; the candidate user may pass through (not list) to its folders.
+        scratch.chmod(0o711)
+    try:
+        sandbox.check_reachable(scratch, identity)
+    except sandbox.SandboxError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise EvaluatorError(str(exc)) from exc
     env = candidate_environment(scratch)
     # Bundle code must not read this process's environment through /proc, and whatever it
     # detaches (double fork, setsid) must come back here to be killed.
     sandbox.not_dumpable()
     sandbox.become_subreaper()
     shm_before, began_at = sandbox.shm_entries(), time.time()
-    jail, executable = start_sandbox(scratch / "sandbox", settings)
+    try:
+        jail, executable = start_sandbox(scratch / "sandbox", settings)
+    except sandbox.SandboxError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise EvaluatorError(f"bundle code cannot be confined: {exc}") from exc
     environment["network_isolated"] = jail is not None
+    environment["candidate_user"] = identity.name if identity else None
     # multiprocessing's resource tracker is a child that outlives us all: started through
-    # the launcher it holds no copy of the worker's environment for bundle code to read.
-    with sandbox.spawning_with(executable):
+    # the launcher it holds no copy of the worker's environment for bundle code to read;
+    # as the worker's user (not the candidate user), so bundle code cannot kill it.
+    tracker_launcher = str(sandbox.launcher(scratch / "sandbox", None)) if executable else None
+    with sandbox.spawning_with(tracker_launcher):
         resource_tracker.ensure_running()
     pools = RankPools(
         world_size=profile.world_size,
@@ -90,9 +109,11 @@ def evaluate_bundle(
         limits=settings.limits,
         executable=executable,
         protected=[jail.holder.pid] if jail else [],
+        identity=identity,
     )
     try:
         bundle.write_to(scratch / "bundle")
+        sandbox.hand_over([scratch / name for name in CANDIDATE_FOLDERS], identity)
         runs = [
             _ProblemRun(
                 slug=slug,
@@ -116,6 +137,7 @@ def evaluate_bundle(
             timeout_s=settings.problem_timeout_s,
             limits=settings.limits,
             executable=executable,
+            identity=identity,
         )
         pools.sweep_orphans()
         environment["compile_s"] = round(time.monotonic() - began, 3)
@@ -139,11 +161,16 @@ def evaluate_bundle(
         pools.stop()
         if jail is not None:
             jail.close()
-        sandbox.remove_new_shm(shm_before, since=began_at)
+        sandbox.remove_new_shm(shm_before, since=began_at, identity=identity)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+# The folders of the scratch directory that bundle code may write (handed over to the
+# candidate user); everything else there (logs, the launcher, judges' files) is root's.
+CANDIDATE_FOLDERS = ("bundle", "home", "tmp", "extensions", "triton")
 
 
 def candidate_environment(scratch: Path) -> dict[str, str]:
@@ -152,8 +179,8 @@ def candidate_environment(scratch: Path) -> dict[str, str]:
     Build caches live in the evaluation's scratch directory: one team's bundle must never
     find a build planted by another's (a shared cache would let it).
     """
-    for name in ("home", "tmp"):
-        (scratch / name).mkdir(exist_ok=True)
+    for name in CANDIDATE_FOLDERS[1:]:
+        (scratch / name).mkdir(exist_ok=True, mode=0o700)
     return {
         EXTENSION_CACHE_ENV: str(scratch / "extensions"),
         "TRITON_CACHE_DIR": str(scratch / "triton"),
@@ -164,8 +191,10 @@ def candidate_environment(scratch: Path) -> dict[str, str]:
 
 
 def check_sandbox(settings: Settings) -> bool:
-    """At worker start-up: say loudly whether bundle code will have network access."""
+    """At worker start-up: say loudly whether bundle code will have network access, and
+    raise SandboxError where it could not run as the candidate user."""
     sandbox.not_dumpable()
+    check_identity(settings)
     if not settings.isolate_network:
         log.warning("PKB_ISOLATE_NETWORK=false: CANDIDATES HAVE NETWORK ACCESS")
         return False
@@ -178,11 +207,39 @@ def check_sandbox(settings: Settings) -> bool:
     return True
 
 
+def check_identity(settings: Settings) -> None:
+    """Bundle code, as the candidate user, can reach the scratch folder and import the
+    harness (interpreter, packages and repository readable); else SandboxError."""
+    identity = settings.candidate_user
+    if identity is None:
+        log.info(
+            "bundle code runs as the worker's user (uid %d): the worker is not root", os.geteuid()
+        )
+        return
+    settings.scratch_dir.mkdir(parents=True, exist_ok=True)
+    sandbox.check_reachable(settings.scratch_dir, identity)
+    with tempfile.TemporaryDirectory(prefix="pkb-identity-check-") as folder:
+        executable = sandbox.plain_launcher(Path(folder), identity)
+        assert executable is not None  # plain_launcher raises instead, with an identity
+        code = f"import sys; sys.path[:0] = {sys.path!r}; import evaluator.ranks"
+        done = subprocess.run(
+            [executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+    if done.returncode != 0:
+        raise sandbox.SandboxError(
+            f"bundle code cannot import the harness as {identity.name}: {done.stderr[-800:]}"
+        )
+    log.info("bundle code runs as %s (uid %d, gid %d)", identity.name, identity.uid, identity.gid)
+
+
 def start_sandbox(
     folder: Path, settings: Settings
 ) -> tuple[sandbox.NetworkJail | None, str | None]:
-    """The network jail (None where the host refuses it) and the launcher of bundle code."""
-    jail = sandbox.NetworkJail.start(folder) if settings.isolate_network else None
+    """The network jail (None where the host refuses it) and the launcher of bundle code.
+
+    Raises SandboxError where bundle code cannot be switched to the candidate user."""
+    identity = settings.candidate_user
+    jail = sandbox.NetworkJail.start(folder, identity) if settings.isolate_network else None
     if jail is not None:
         return jail, jail.executable
     if settings.isolate_network:
@@ -190,7 +247,7 @@ def start_sandbox(
             "CANDIDATES HAVE NETWORK ACCESS: this host allows no user and network namespace "
             "(set PKB_ISOLATE_NETWORK=false to acknowledge)"
         )
-    return None, sandbox.plain_launcher(folder)
+    return None, sandbox.plain_launcher(folder, identity)
 
 
 def peer_bandwidth(

@@ -12,6 +12,9 @@ What it gives, each piece independent of the others and all best effort with a l
   own, which also strips a root worker's capabilities from bundle code;
 - a launcher that replaces the whole initial environment block (what /proc/self/environ
   shows) by the scrubbed one, so a rank cannot read the worker's secrets from it;
+- an unprivileged identity (`Identity`, setting PKB_CANDIDATE_USER) for bundle code when
+  the worker is root: the launcher drops supplementary groups, the gid and the uid before
+  Python starts, and fails loudly (exit 70) rather than run bundle code as root;
 - `not_dumpable`: trusted processes (worker, judges) refuse /proc/<pid>/environ and mem
   to processes without CAP_SYS_PTRACE;
 - `Cleanup`: the evaluating process becomes a child subreaper, so a process that a rank
@@ -25,6 +28,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import pwd
 import resource
 import signal
 import subprocess
@@ -56,6 +60,70 @@ KEPT_VARIABLES = frozenset(
     }
 )
 KEPT_PREFIXES = ("LC_", "CUDA", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "TRITON_", "OMP_")
+
+
+class SandboxError(RuntimeError):
+    """Bundle code cannot be confined as configured; never run it unconfined instead."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The unprivileged user that bundle code runs as when the worker is root."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @classmethod
+    def of(cls, name: str) -> Identity:
+        entry = pwd.getpwnam(name)  # KeyError for an unknown name
+        return cls(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
+
+
+def hand_over(paths: Iterable[Path], identity: Identity | None) -> None:
+    """Make `paths` (folders, with everything inside) the candidate user's own, mode 0700.
+
+    lchown: a symbolic link inside is changed itself, never what it points to."""
+    if identity is None:
+        return
+    for top in paths:
+        top.mkdir(parents=True, exist_ok=True)
+        top.chmod(0o700)
+        os.lchown(top, identity.uid, identity.gid)
+        for root, dirs, files in os.walk(top):
+            for name in [*dirs, *files]:
+                os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+
+
+def candidate_file(path: Path, identity: Identity | None) -> None:
+    """Create `path` (a log) for bundle code to write, in a folder it cannot write: so it
+    cannot swap the file for a link to something the trusted side would then read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if identity is not None:
+            os.fchown(fd, identity.uid, identity.gid)
+    finally:
+        os.close(fd)
+
+
+def check_reachable(path: Path, identity: Identity | None) -> None:
+    """Raise SandboxError unless the candidate user may pass through every folder above
+    `path` (a 0700 parent, such as pytest's or /root, would stop bundle code cold)."""
+    if identity is None:
+        return
+    for folder in [path, *path.parents]:
+        st = folder.stat()
+        if st.st_uid == identity.uid:
+            ok = st.st_mode & 0o100
+        elif st.st_gid == identity.gid:
+            ok = st.st_mode & 0o010
+        else:
+            ok = st.st_mode & 0o001
+        if not ok:
+            raise SandboxError(
+                f"{folder} cannot be entered by PKB_CANDIDATE_USER={identity.name} "
+                f"(uid {identity.uid}); bundle code needs {path}: give it o+x"
+            )
 
 
 def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
@@ -154,10 +222,11 @@ uid, gid = os.geteuid(), os.getegid()
 if libc.unshare(0x10000000 | 0x40000000) != 0:
     print("unshare:", os.strerror(ctypes.get_errno()), flush=True)
     sys.exit(1)
-maps = {"setgroups": "deny", "uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
-for name, text in maps.items():
-    with open(f"/proc/self/{name}", "w") as f:
-        f.write(text)
+if sys.argv[1:] != ["mapped-by-parent"]:
+    maps = {"setgroups": "deny", "uid_map": f"{uid} {uid} 1", "gid_map": f"{gid} {gid} 1"}
+    for name, text in maps.items():
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", 0x1 | 0x8 | 0x40))  # up, loopback, running
 print("ready", flush=True)
@@ -173,11 +242,16 @@ class NetworkJail:
         self.executable = executable
 
     @classmethod
-    def start(cls, folder: Path) -> NetworkJail | None:
-        """A jail, or None (with the reason logged) where the host does not allow one."""
+    def start(cls, folder: Path, identity: Identity | None = None) -> NetworkJail | None:
+        """A jail, or None (with the reason logged) where the host does not allow one.
+
+        With `identity`, the namespace maps that user only (root stays unmapped in it):
+        the holder stays root outside, so bundle code can neither signal it nor gain
+        anything in it, and the launcher switches to `identity` right after joining."""
+        mode = ["mapped-by-parent"] if identity else []
         try:
             holder = subprocess.Popen(
-                [sys.executable, "-I", "-c", _HOLDER],
+                [sys.executable, "-I", "-c", _HOLDER, *mode],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -194,7 +268,17 @@ class NetworkJail:
             holder.wait()
             log.warning("no network namespace: %s", first or "the holder process failed")
             return None
-        jail = cls(holder, str(launcher(folder, holder.pid)))
+        if identity is not None:
+            # Only a process of the parent namespace holding CAP_SETUID there may map
+            # another user than the namespace's creator: this one, not the holder.
+            maps = {
+                "setgroups": "deny",
+                "uid_map": f"{identity.uid} {identity.uid} 1",
+                "gid_map": f"{identity.gid} {identity.gid} 1",
+            }
+            for name, text in maps.items():
+                Path(f"/proc/{holder.pid}/{name}").write_text(text)
+        jail = cls(holder, str(launcher(folder, holder.pid, identity)))
         if not jail._works():
             jail.close()
             return None
@@ -231,9 +315,10 @@ class NetworkJail:
             self.holder.stdout.close()
 
 
-def plain_launcher(folder: Path) -> str | None:
-    """The launcher without a jail (environment scrub only), if this host can run it."""
-    path = launcher(folder, None)
+def plain_launcher(folder: Path, identity: Identity | None = None) -> str | None:
+    """The launcher without a jail (environment scrub, and the switch to `identity`), if
+    this host can run it. Raises SandboxError where it cannot switch to `identity`."""
+    path = launcher(folder, None, identity)
     try:
         done = subprocess.run(
             [str(path), "-c", "import os; print(sorted(os.environ))"],
@@ -243,22 +328,30 @@ def plain_launcher(folder: Path) -> str | None:
             check=False,
         )
     except (OSError, subprocess.SubprocessError) as exc:
+        if identity is not None:
+            raise SandboxError(f"the launcher cannot run: {exc}") from exc
         log.warning("bundle code starts with the worker's environment block: %s", exc)
         return None
     if done.returncode != 0:
+        if identity is not None:
+            raise SandboxError(f"the launcher failed as {identity.name}: {done.stderr[-500:]}")
         log.warning("bundle code starts with the worker's environment block: %s", done.stderr)
         return None
     return str(path)
 
 
-def launcher(folder: Path, holder_pid: int | None) -> Path:
-    """An executable that starts Python (in the jail of `holder_pid`, if given) with a
-    scrubbed initial environment: multiprocessing's spawn runs it instead of Python."""
+def launcher(folder: Path, holder_pid: int | None, identity: Identity | None = None) -> Path:
+    """An executable that starts Python (in the jail of `holder_pid`, if given, as
+    `identity`, if given) with a scrubbed initial environment: multiprocessing's spawn
+    runs it instead of Python."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / ("launch-jailed" if holder_pid else "launch")
+    path = folder / (
+        ("launch-jailed" if holder_pid else "launch") + ("-as-user" if identity else "")
+    )
     join = str(holder_pid) if holder_pid else "-"
+    ids = f"{identity.uid}:{identity.gid}" if identity else "-"
     path.write_text(
-        f"#!/bin/sh\nexec '{sys.executable}' -I '{Path(__file__).resolve()}' exec {join} "
+        f"#!/bin/sh\nexec '{sys.executable}' -I '{Path(__file__).resolve()}' exec {join} {ids} "
         f"'{sys.executable}' \"$@\"\n"
     )
     path.chmod(0o700)
@@ -281,17 +374,40 @@ def spawning_with(executable: str | None) -> Iterable[None]:
         spawn.set_executable(before)
 
 
+def _fail(what: str) -> None:
+    sys.stderr.write(f"pkb sandbox: {what}\n")
+    sys.stderr.flush()
+    os._exit(70)
+
+
 def _exec_main(args: list[str]) -> None:
-    """`sandbox.py exec HOLDER_PID|- PYTHON ARGS...`: join the jail, scrub, exec Python."""
-    join, python, rest = args[0], args[1], args[2:]
-    if join != "-":
-        libc = _libc()
-        fds = [os.open(f"/proc/{join}/ns/{ns}", os.O_RDONLY) for ns in ("user", "net")]
-        for fd, kind in zip(fds, (_CLONE_NEWUSER, _CLONE_NEWNET), strict=True):
-            if libc.setns(fd, kind) != 0:
-                sys.stderr.write(f"pkb sandbox: setns: {os.strerror(ctypes.get_errno())}\n")
-                os._exit(70)
-            os.close(fd)
+    """`sandbox.py exec HOLDER_PID|- UID:GID|- PYTHON ARGS...`: drop the supplementary
+    groups, join the jail, switch to UID:GID, scrub, exec Python. Any failure ends here
+    with exit code 70: bundle code never runs with more than was asked."""
+    join, ids, python, rest = args[0], args[1], args[2], args[3:]
+    uid, gid = (int(x) for x in ids.split(":")) if ids != "-" else (-1, -1)
+    try:
+        if ids != "-":
+            # First, while still root in the initial namespace: the jail denies setgroups.
+            os.setgroups([])
+        if join != "-":
+            libc = _libc()
+            fds = [os.open(f"/proc/{join}/ns/{ns}", os.O_RDONLY) for ns in ("user", "net")]
+            for fd, kind in zip(fds, (_CLONE_NEWUSER, _CLONE_NEWNET), strict=True):
+                if libc.setns(fd, kind) != 0:
+                    _fail(f"setns: {os.strerror(ctypes.get_errno())}")
+                os.close(fd)
+        if ids != "-":
+            # gid before uid: once the uid is dropped, the gid can no longer be changed.
+            os.setgid(gid)
+            os.setuid(uid)
+    except OSError as exc:
+        _fail(f"cannot switch to uid {uid}, gid {gid}: {exc}")
+    if ids != "-" and (
+        os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups()
+    ):
+        _fail(f"still uid {os.getresuid()}, gid {os.getresgid()}, groups {os.getgroups()}")
+    # After the switch, execve clears every capability (the uid is not root in the jail).
     os.execve(python, [python, *rest], scrubbed(os.environ))
 
 
@@ -358,13 +474,17 @@ def shm_entries() -> set[str]:
         return set()
 
 
-def remove_new_shm(before: set[str], *, since: float) -> list[str]:
-    """Remove /dev/shm entries that were not there before and were made after `since`."""
+def remove_new_shm(
+    before: set[str], *, since: float, identity: Identity | None = None
+) -> list[str]:
+    """Remove /dev/shm entries that were not there before and were made after `since`, by
+    this process's user or the candidate user."""
+    owners = {os.getuid(), *([identity.uid] if identity else [])}
     removed = []
     for name in shm_entries() - before:
         path = SHM_DIR / name
         with contextlib.suppress(OSError):
-            if path.lstat().st_ctime >= since - 1 and path.lstat().st_uid == os.getuid():
+            if path.lstat().st_ctime >= since - 1 and path.lstat().st_uid in owners:
                 if path.is_dir() and not path.is_symlink():
                     import shutil
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.profiles import DEFAULT_PROFILE, get_profile
-from evaluator.sandbox import Limits
+from evaluator.sandbox import Identity, Limits
 from problems.spec import DTYPES, Case
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class Settings:
     timed_checks: int = 3  # outputs of timed calls the judge checks, the last included
     limits: Limits = field(default_factory=Limits)  # of every process running bundle code
     isolate_network: bool = True  # a network namespace for bundle code, where allowed
+    # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
+    candidate_user: Identity | None = None
 
 
 def env_str(env: Mapping[str, str], name: str, default: str) -> str:
@@ -122,7 +124,30 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         timed_checks=env_int(env, "PKB_TIMED_CHECKS", 3, minimum=1),
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
+        candidate_user=_candidate_user(env),
     )
+
+
+def _candidate_user(env: Mapping[str, str], *, euid: int | None = None) -> Identity | None:
+    """PKB_CANDIDATE_USER (default nobody) when the worker is root; else None."""
+    euid = os.geteuid() if euid is None else euid
+    name = env_str(env, "PKB_CANDIDATE_USER", "nobody")
+    if euid != 0:
+        if env.get("PKB_CANDIDATE_USER", "").strip():
+            log.info(
+                "PKB_CANDIDATE_USER=%s ignored: the worker is not root (uid %d), so bundle "
+                "code runs as the worker's own unprivileged user",
+                name,
+                euid,
+            )
+        return None
+    try:
+        identity = Identity.of(name)
+    except KeyError:
+        raise SettingsError(f"PKB_CANDIDATE_USER: no user {name!r} on this host") from None
+    if identity.uid == 0 or identity.gid == 0:
+        raise SettingsError(f"PKB_CANDIDATE_USER: {name!r} is root (uid or gid 0)")
+    return identity
 
 
 def _limits(env: Mapping[str, str]) -> Limits:

@@ -21,6 +21,7 @@ from evaluator.runner import evaluate_bundle
 from evaluator.settings import load_settings
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
+from tests.evaluator.scratch import reachable_folder
 
 TIMEOUT_S = 6
 WORLD_SIZE = 2
@@ -28,8 +29,12 @@ SLUGS = ["ar-imports-a", "ar-imports-b", "ar-imports-fail", "ar-imports-hang"]
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory):
-    scratch_dir = tmp_path_factory.mktemp("scratch")
+def evaluated():
+    with reachable_folder("compile") as scratch_dir:
+        yield _evaluate(scratch_dir)
+
+
+def _evaluate(scratch_dir: Path):
     files = {
         "ar-imports-a.py": samples.IMPORTS_AND_REDUCES,
         "ar-imports-b.py": samples.IMPORTS_AND_REDUCES,

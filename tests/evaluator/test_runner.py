@@ -7,6 +7,7 @@ then a solution per way of failing, then a correct one; each test reads one resu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from evaluator.runner import REFERENCE_TIMES, evaluate_bundle
 from evaluator.settings import load_settings
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
+from tests.evaluator.scratch import reachable_folder
 
 TIMEOUT_S = 6
 
@@ -29,8 +31,10 @@ def world_size(request) -> int:
 
 
 @pytest.fixture(scope="module")
-def pid_dir(tmp_path_factory, world_size) -> Path:
-    return tmp_path_factory.mktemp(f"pids-w{world_size}")
+def pid_dir(world_size) -> Iterator[Path]:
+    # Bundle code (the candidate user) writes its notes here.
+    with reachable_folder(f"pids-w{world_size}", candidates_write=True) as folder:
+        yield folder
 
 
 def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=None):

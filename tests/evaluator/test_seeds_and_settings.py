@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import json
+import pwd
 
 import pytest
 
 from evaluator.seeds import trial_seed
-from evaluator.settings import SettingsError, env_bool, load_settings
+from evaluator.settings import SettingsError, _candidate_user, env_bool, load_settings
 
 SECRET = b"s" * 32
 
@@ -80,3 +81,27 @@ def test_eval_cases_file_replaces_the_demo_cases(tmp_path):
     path.write_text(json.dumps({"all-reduce": [dict(cases[0], dtype="float8")]}))
     with pytest.raises(SettingsError, match="unknown dtype 'float8'"):
         load_settings({"PKB_EVAL_CASES_FILE": str(path)})
+
+
+def test_bundle_code_runs_as_nobody_by_default_when_the_worker_is_root():
+    identity = _candidate_user({}, euid=0)
+    assert identity is not None and identity.name == "nobody"
+    assert identity.uid == pwd.getpwnam("nobody").pw_uid and identity.uid != 0
+
+
+def test_a_candidate_user_can_be_named():
+    identity = _candidate_user({"PKB_CANDIDATE_USER": "daemon"}, euid=0)
+    assert identity is not None and identity.uid == pwd.getpwnam("daemon").pw_uid
+
+
+def test_an_unknown_or_root_candidate_user_stops_the_worker():
+    with pytest.raises(SettingsError, match="no user 'no-such-user'"):
+        _candidate_user({"PKB_CANDIDATE_USER": "no-such-user"}, euid=0)
+    with pytest.raises(SettingsError, match="is root"):
+        _candidate_user({"PKB_CANDIDATE_USER": "root"}, euid=0)
+
+
+def test_the_candidate_user_is_ignored_when_the_worker_is_not_root(caplog):
+    with caplog.at_level("INFO"):
+        assert _candidate_user({"PKB_CANDIDATE_USER": "nobody"}, euid=1000) is None
+    assert "ignored: the worker is not root" in caplog.text

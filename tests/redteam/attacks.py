@@ -8,12 +8,15 @@ bundle can carry many attacks. Each entry: the attack, the defence that must sto
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from problems.collective import all_reduce
 from problems.spec import Case, Problem
 
 CANARY = "pkb-canary-5f1c0ffee"
+# The tests leave a root-only (0600) fake seed-secret file holding CANARY under this prefix.
+SECRET_PREFIX = "/tmp/pkb-redteam-secret-"
 TINY = (Case("dev-tiny", "float32", {"n": 256}),)
 
 HONEST = """
@@ -32,6 +35,9 @@ class Attack:
     attack: str  # what it tries
     defence: str  # what stops it (docs/security.md)
     source: str
+    # Stopped only by running bundle code as another user than the worker's: left out of
+    # the bundle where the worker is not root (it would succeed, by design, see the docs).
+    needs_candidate_user: bool = False
 
 
 ATTACKS = [
@@ -253,8 +259,8 @@ def solution(x):
     Attack(
         "fork-bomb",
         "forks (up to 3000, to spare the shared test machine) with children that sleep",
-        "RLIMIT_NPROC where the worker is not root; the deadline, the process group and the "
-        "orphan sweep always -> runtime_error or timeout, nothing left",
+        "RLIMIT_NPROC (binds: bundle code is never root) -> runtime_error; the process "
+        "group and the orphan sweep -> nothing left",
         """
 import os
 import time
@@ -331,7 +337,7 @@ def solution(x):
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            with open(os.path.join(os.environ["TMPDIR"], "..", "daemon-pids"), "a") as f:
+            with open(os.path.join(os.environ["TMPDIR"], "daemon-pids"), "a") as f:
                 f.write(f"{os.getpid()}\\n")
             time.sleep(3600)
         os._exit(0)
@@ -356,6 +362,100 @@ def solution(x):
 ]
 
 
+# Stopped by the candidate user. Before the log flood: a log at its size cap makes every
+# later traceback on that rank an exit without a message.
+_IDENTITY_ATTACKS = [
+    Attack(
+        "write-repository",
+        "appends to the repository's problems/collective/all_reduce.py (a reference judges "
+        "import later) and creates a file next to it",
+        "bundle code runs as the unprivileged candidate user -> PermissionError",
+        """
+import os
+import problems
+
+def solution(x):
+    folder = os.path.join(os.path.dirname(problems.__file__), "collective")
+    outcomes = []
+    for name, mode in (("all_reduce.py", "a"), ("pkb_redteam_planted.py", "x")):
+        try:
+            with open(os.path.join(folder, name), mode) as f:
+                f.write("\\n# pkb red team was here\\n")
+            outcomes.append(f"{name}: WRITTEN")
+        except OSError as exc:
+            outcomes.append(f"{name}: {type(exc).__name__}")
+    raise RuntimeError(f"repository probe done: {outcomes}")
+""",
+        needs_candidate_user=True,
+    ),
+    Attack(
+        "read-secret-file",
+        "reads the worker's root-only (0600) seed-secret file",
+        "bundle code runs as the unprivileged candidate user -> PermissionError",
+        f"""
+import glob
+
+def solution(x):
+    outcomes = []
+    for path in glob.glob({SECRET_PREFIX!r} + "*"):
+        try:
+            with open(path) as f:
+                outcomes.append("READ " + f.read().replace({CANARY!r}, "CANARY"))
+        except OSError as exc:
+            outcomes.append(type(exc).__name__)
+    raise RuntimeError(f"secret probe done: {{outcomes}}")
+""",
+        needs_candidate_user=True,
+    ),
+    Attack(
+        "kill-worker",
+        "SIGKILLs its parent (the worker), pid 1, the judges and the jail's holder",
+        "bundle code runs as the unprivileged candidate user -> PermissionError",
+        """
+import os
+import signal
+
+def _trusted(pid):
+    # Root is unmapped in the jail, so every uid but ours reads as nobody's: tell the
+    # worker's other children (judges, the jail's holder) by their refusing /proc access.
+    try:
+        open(f"/proc/{pid}/environ", "rb").close()
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+def _judges():
+    me, parent = os.getpid(), os.getppid()
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) != me:
+            try:
+                stat = open(f"/proc/{p}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent and _trusted(p):
+                yield int(p)
+
+def solution(x):
+    killed, refused = [], []
+    for pid in [os.getppid(), 1, *_judges()]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except PermissionError:
+            refused.append(pid)
+        except ProcessLookupError:
+            pass
+    raise RuntimeError(f"kill probe done; killed {killed}, refused {len(refused)}")
+""",
+        needs_candidate_user=True,
+    ),
+]
+_at = next(i for i, a in enumerate(ATTACKS) if a.name == "socket") + 1
+ATTACKS[_at:_at] = _IDENTITY_ATTACKS
+
+
 def problem(slug: str) -> Problem:
     return dataclasses.replace(all_reduce.PROBLEM, slug=slug, dev_cases=TINY)
 
@@ -366,6 +466,8 @@ def bundle_files() -> tuple[dict[str, str], list[str]]:
     files: dict[str, str] = {}
     slugs: list[str] = []
     for attack in ATTACKS:
+        if attack.needs_candidate_user and os.geteuid() != 0:
+            continue
         files[f"rt-{attack.name}.py"] = attack.source
         files[f"rt-after-{attack.name}.py"] = HONEST
         slugs += [f"rt-{attack.name}", f"rt-after-{attack.name}"]

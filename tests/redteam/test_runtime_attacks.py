@@ -9,9 +9,11 @@ process, of the repository's example bundle, shows the worker starts clean after
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import os
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -27,11 +29,17 @@ from evaluator.sandbox import Limits
 from evaluator.settings import load_settings
 from problems.registry import all_problems
 from tests.evaluator.archives import make_zip
+from tests.evaluator.scratch import reachable_folder
 from tests.redteam import attacks
 
 TIMEOUT_S = 20
 REPO = Path(__file__).resolve().parents[2]
 LOG_CAP = 16 * 1024 * 1024
+ALL_REDUCE = REPO / "problems" / "collective" / "all_reduce.py"
+PLANTED = REPO / "problems" / "collective" / "pkb_redteam_planted.py"
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="bundle code runs as the worker's own user when it is not root"
+)
 
 
 def settings_for(scratch_dir: Path):
@@ -56,13 +64,24 @@ def settings_for(scratch_dir: Path):
 
 @pytest.fixture(scope="module")
 def worker_env():
-    """The worker's environment holds secrets that bundle code must never see."""
+    """The worker's environment holds secrets that bundle code must never see; its seed
+    secret comes from a root-only file, as on a GPU host."""
     saved = dict(os.environ)
-    os.environ["PKB_SEED_SECRET"] = attacks.CANARY
+    fd, secret_file = tempfile.mkstemp(prefix=attacks.SECRET_PREFIX.rsplit("/", 1)[1], dir="/tmp")
+    os.write(fd, attacks.CANARY.encode())
+    os.close(fd)  # mkstemp made it 0600
+    os.environ["PKB_SEED_SECRET_FILE"] = secret_file
     os.environ["REDIS_URL"] = f"redis://{attacks.CANARY}@127.0.0.1:6379/0"
-    yield
+    yield secret_file
+    os.unlink(secret_file)
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def repository_hash():
+    assert not PLANTED.exists()
+    return hashlib.sha256(ALL_REDUCE.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +106,12 @@ def judge_pids():
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, worker_env, shm_before, judge_pids):
-    scratch_dir = tmp_path_factory.mktemp("redteam")
+def evaluated(worker_env, shm_before, judge_pids, repository_hash):
+    with reachable_folder("redteam") as scratch_dir:
+        yield _evaluate_attacks(scratch_dir)
+
+
+def _evaluate_attacks(scratch_dir: Path):
     files, slugs = attacks.bundle_files()
     bundle = read_bundle("attacks.zip", make_zip(files), known_slugs=attacks.CATALOG)
     results, environment = evaluate_bundle(
@@ -116,7 +139,7 @@ def test_no_attack_leaks_a_secret(evaluated):
         assert attacks.CANARY not in text(r), r.slug
 
 
-@pytest.mark.parametrize("name", [a.name for a in attacks.ATTACKS])
+@pytest.mark.parametrize("name", [s[3:] for s in attacks.bundle_files()[1] if "-after-" not in s])
 def test_a_correct_solution_passes_right_after_the_attack(evaluated, name):
     after = evaluated[0][f"rt-after-{name}"]
     assert after.status == ProblemStatus.PASSED, text(after)
@@ -177,13 +200,42 @@ def test_bundle_code_has_no_network(evaluated):
     assert "network probe done" in r.message and "CONNECTED" not in r.message, text(r)
 
 
-def test_a_fork_bomb_ends_and_leaves_nothing(evaluated):
-    # As root, RLIMIT_NPROC does not bind (the kernel exempts uid 0): then the deadline
-    # ends it. Either way no child survives (the sweep after the example checks that).
+def test_a_fork_bomb_hits_the_task_limit(evaluated):
+    # Bundle code is never root (the kernel exempts uid 0 from RLIMIT_NPROC): the bomb is
+    # refused well before the deadline, and no child survives (the sweep after the
+    # example checks that).
     r = result(evaluated, "fork-bomb")
-    assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
-    if os.getuid() != 0:
-        assert "fork refused after" in r.message
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "fork refused after" in r.message
+    assert int(r.message.split("fork refused after ")[1].split()[0]) <= 256
+
+
+@AS_ROOT
+def test_bundle_code_cannot_write_into_the_repository(evaluated, repository_hash):
+    r = result(evaluated, "write-repository")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "all_reduce.py: PermissionError" in r.message, text(r)
+    assert "pkb_redteam_planted.py: PermissionError" in r.message, text(r)
+    assert hashlib.sha256(ALL_REDUCE.read_bytes()).hexdigest() == repository_hash
+    assert not PLANTED.exists()
+
+
+@AS_ROOT
+def test_a_root_only_secret_file_is_not_readable(evaluated, worker_env):
+    r = result(evaluated, "read-secret-file")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "secret probe done" in r.message and "READ" not in r.message, text(r)
+    assert "PermissionError" in r.message  # the file was found, and refused
+
+
+@AS_ROOT
+def test_bundle_code_cannot_kill_the_worker_or_the_judges(evaluated, judge_pids):
+    r = result(evaluated, "kill-worker")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "kill probe done; killed []" in r.message, text(r)
+    refused = int(r.message.split("refused ")[1].split(")")[0].split()[0])
+    assert refused >= 2 + 2  # the worker, pid 1, the two judges (and the jail's holder)
+    assert evaluated[1]["candidate_user"] == "nobody"
 
 
 def test_memory_exhaustion_is_a_runtime_error(evaluated):
@@ -214,7 +266,7 @@ def test_exiting_is_a_runtime_error(evaluated):
 def test_a_detached_daemon_is_killed(evaluated):
     r = result(evaluated, "detached-process")
     assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
-    daemons = [int(p) for p in (evaluated[2] / "daemon-pids").read_text().split()]
+    daemons = [int(p) for p in (evaluated[2] / "tmp" / "daemon-pids").read_text().split()]
     assert len(daemons) == 2  # one per rank
     assert [pid for pid in daemons if pid_running(pid)] == []
 
@@ -225,20 +277,21 @@ def test_shared_memory_litter_is_removed(evaluated, shm_before):
     assert not [n for n in sandbox.shm_entries() - shm_before if n.startswith("pkb-redteam-")]
 
 
-def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated, tmp_path):
+def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated):
     """The worker starts clean after all of the above: the repository's example passes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         archive.write(REPO / "examples" / "pytorch" / "all-reduce.py", "all-reduce.py")
     catalog = {p.slug: p for p in all_problems()}
     bundle = read_bundle("example.zip", buf.getvalue(), known_slugs=catalog)
-    results, environment = evaluate_bundle(
-        bundle,
-        slugs=["all-reduce"],
-        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-        settings=settings_for(tmp_path),
-        evaluation_id="redteam-after",
-    )
+    with reachable_folder("redteam-after") as scratch_dir:
+        results, environment = evaluate_bundle(
+            bundle,
+            slugs=["all-reduce"],
+            profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+            settings=settings_for(scratch_dir),
+            evaluation_id="redteam-after",
+        )
     assert results[0].status == ProblemStatus.PASSED, text(results[0])
     assert not results[0].flags
     assert sandbox.reap_orphans(since_ticks=0, keep=_ours()) == []
