@@ -11,7 +11,7 @@ PORT ?= 8000
 run: export PKB_DEBUG ?= 1
 run: export PORT := $(PORT)
 
-.PHONY: run test install redis chromium migrate lint format clean
+.PHONY: run test install redis chromium candidate-access migrate lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	scripts/make-venv "$(PYTHON)" "$(VENV)"
@@ -30,7 +30,7 @@ migrate: install
 
 # Web server, the portal's Celery worker (records results; runs the sweeper on a beat),
 # and one evaluator worker that judges bundles on the CPU with gloo.
-run: install redis migrate
+run: install redis migrate candidate-access
 	@echo "Serving on http://127.0.0.1:$(PORT)/  (Ctrl-C stops everything)"
 	$(BIN)/honcho --procfile Procfile start
 
@@ -38,7 +38,11 @@ run: install redis migrate
 chromium:
 	@scripts/ensure-chromium >/dev/null
 
-test: install redis chromium
+# As root, bundle code runs as an unprivileged user, who must reach the interpreter.
+candidate-access: install
+	@scripts/ensure-candidate-access $(BIN)/python
+
+test: install redis chromium candidate-access
 	$(BIN)/pytest
 
 # Services, selectors and the evaluator's core are typed; mypy checks them with the

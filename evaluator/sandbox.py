@@ -477,9 +477,11 @@ def shm_entries() -> set[str]:
 def remove_new_shm(
     before: set[str], *, since: float, identity: Identity | None = None
 ) -> list[str]:
-    """Remove /dev/shm entries that were not there before and were made after `since`, by
-    this process's user or the candidate user."""
-    owners = {os.getuid(), *([identity.uid] if identity else [])}
+    """Remove /dev/shm entries that were not there before and were made after `since` by
+    bundle code: the candidate user's, or where bundle code runs as this process's user,
+    that user's. Never root's entries when bundle code ran as another user: they belong to
+    the worker or to other processes on the host, which may still use them."""
+    owners = {identity.uid} if identity else {os.getuid()}
     removed = []
     for name in shm_entries() - before:
         path = SHM_DIR / name

@@ -59,6 +59,8 @@ def solution(x):
         out = x.clone()
         dist.all_reduce(out)
         CACHE[key] = out
+    else:
+        print("pkb-redteam: replayed a cached output", flush=True)
     return CACHE[key]
 """,
     ),
