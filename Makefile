@@ -50,7 +50,7 @@ test: install redis chromium candidate-access
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
 	portal/leaderboard/selectors \
 	evaluator/contract.py evaluator/bundle.py evaluator/runner.py evaluator/probe.py \
-	evaluator/runtime.py problems/spec.py
+	evaluator/runtime.py evaluator/sandbox.py evaluator/pool.py problems/spec.py
 
 lint: install
 	$(BIN)/ruff check .

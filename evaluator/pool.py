@@ -213,19 +213,11 @@ def live_members(groups: list[int]) -> list[int]:
     proc = Path("/proc")
     if not proc.is_dir():  # not Linux: ask the kernel about each group instead
         return [g for g in wanted if _group_exists(g)]
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
+    return [
+        pid
+        for pid, fields in sandbox.process_stats()
+        if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X")
+    ]
 
 
 def pid_running(pid: int) -> bool:

@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -359,7 +359,7 @@ def launcher(folder: Path, holder_pid: int | None, identity: Identity | None = N
 
 
 @contextlib.contextmanager
-def spawning_with(executable: str | None) -> Iterable[None]:
+def spawning_with(executable: str | None) -> Iterator[None]:
     """multiprocessing's spawn runs `executable` for the processes started inside."""
     if executable is None:
         yield
@@ -422,20 +422,29 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children_since(since_ticks: int) -> list[int]:
-    me, found = os.getpid(), []
+def process_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name) of every process.
+
+    The fields start at the state: [0] state, [1] ppid, [2] process group, ..., [19] start
+    time in clock ticks since boot. The name (in parentheses) may hold spaces and
+    parentheses itself, hence the split at the last ")"."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
         except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        # fields[1] is the ppid, fields[19] the start time in clock ticks since boot.
-        if int(fields[1]) == me and int(fields[19]) >= since_ticks:
-            found.append(int(entry.name))
-    return found
+            continue  # gone meanwhile
+        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
+
+
+def _children_since(since_ticks: int) -> list[int]:
+    me = os.getpid()
+    return [
+        pid
+        for pid, fields in process_stats()
+        if int(fields[1]) == me and int(fields[19]) >= since_ticks
+    ]
 
 
 def now_ticks() -> int:
