@@ -47,7 +47,9 @@ class Settings:
     rotation: int
     scratch_dir: Path
     keep_scratch: bool = False
-    timed_checks: int = 3  # outputs of timed calls the judge checks, the last included
+    # Outputs of timed calls the judge checks, the last included. A solution that replays
+    # stale outputs on a share f of the calls escapes with probability (1 - f)^timed_checks.
+    timed_checks: int = 10
     limits: Limits = field(default_factory=Limits)  # of every process running bundle code
     isolate_network: bool = True  # a network namespace for bundle code, where allowed
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
@@ -121,7 +123,7 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         rotation=env_int(env, "PKB_ROTATION", 3, minimum=1),
         scratch_dir=Path(env_str(env, "PKB_SCRATCH_DIR", tempfile.gettempdir())),
         keep_scratch=env_bool(env, "PKB_KEEP_SCRATCH", False),
-        timed_checks=env_int(env, "PKB_TIMED_CHECKS", 3, minimum=1),
+        timed_checks=env_int(env, "PKB_TIMED_CHECKS", 10, minimum=1),
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
         candidate_user=_candidate_user(env),
