@@ -145,37 +145,19 @@ class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSeriali
         ]
 
 
-class SubmissionSerializer(SubmissionLinksMixin, serializers.ModelSerializer):
-    team = serializers.CharField(source="team.name")
-    user = serializers.CharField(source="user.username")
-    disqualified = serializers.BooleanField(source="is_disqualified")
+class SubmissionSerializer(SubmissionSummarySerializer):
+    """A submission with its per-problem results and where and how it ran."""
+
     results = ProblemResultSerializer(many=True)
 
-    class Meta:
-        model = Submission
+    class Meta(SubmissionSummarySerializer.Meta):
         fields = [
-            "id",
-            "url",
-            "html_url",
-            "team",
-            "user",
-            "bundle_name",
+            *SubmissionSummarySerializer.Meta.fields,
             "bundle_sha256",
-            "profile",
-            "problems",
-            "status",
-            "reason",
-            "disqualified",
-            "disqualification_reason",
             "attempts",
-            "created_at",
             "queued_at",
             "started_at",
-            "finished_at",
             "host",
-            "progress_done",
-            "progress_total",
-            "current_problem",
             "environment",
             "results",
         ]
