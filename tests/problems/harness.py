@@ -7,7 +7,8 @@
 seed) and returns every rank's expected output: single-process math written without
 torch.distributed and independently of the reference, so a wrong reference is caught.
 
-With PKB_PROBLEM_TESTS_DEVICE=cuda (on a GPU machine) the ranks run the references over
+PKB_PROBLEM_TESTS_WORLD_SIZES (default "2,4") picks the world sizes. With
+PKB_PROBLEM_TESTS_DEVICE=cuda (on a GPU machine) the ranks run the references over
 NCCL, one GPU each, on the same CPU-drawn inputs: the GPU-only code paths (e.g. the flash
 attention kernels the ring references call in bf16) are checked against the same math.
 """
@@ -30,6 +31,10 @@ from problems import InputContext, get_problem
 
 SEED = 20261122
 DEVICE = os.environ.get("PKB_PROBLEM_TESTS_DEVICE", "cpu")
+# CI checks 2 and 4 ranks; PKB_PROBLEM_TESTS_WORLD_SIZES=8 checks 8 (on CPU: 8 gloo ranks).
+WORLD_SIZES = tuple(
+    int(w) for w in os.environ.get("PKB_PROBLEM_TESTS_WORLD_SIZES", "2,4").split(",")
+)
 
 Inputs = list[dict]  # one dict of inputs per rank
 Output = torch.Tensor | tuple[torch.Tensor, ...]

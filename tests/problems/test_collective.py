@@ -11,9 +11,7 @@ import torch
 
 from problems import all_problems, get_problem
 from problems.spec import DTYPES
-from tests.problems.harness import Expected, Inputs, check_against, run_references
-
-WORLD_SIZES = (2, 4)
+from tests.problems.harness import WORLD_SIZES, Expected, Inputs, check_against, run_references
 
 
 def _sum(inputs: Inputs) -> torch.Tensor:

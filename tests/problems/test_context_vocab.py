@@ -14,9 +14,7 @@ import pytest
 import torch
 
 from problems import all_problems
-from tests.problems.harness import Expected, Inputs, check_against, run_references
-
-WORLD_SIZES = (2, 4)
+from tests.problems.harness import WORLD_SIZES, Expected, Inputs, check_against, run_references
 
 
 def _zigzag_order(world_size: int) -> list[int]:

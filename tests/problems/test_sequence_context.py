@@ -16,9 +16,14 @@ import torch.nn.functional as F
 from problems import Category, all_problems, get_problem
 from problems.sequence.layernorm_backward import EPS as LN_EPS
 from problems.sequence.reducescatter_rmsnorm import EPS as RMS_EPS
-from tests.problems.harness import Expected, Inputs, check_against, rank_inputs, run_references
-
-WORLD_SIZES = (2, 4)
+from tests.problems.harness import (
+    WORLD_SIZES,
+    Expected,
+    Inputs,
+    check_against,
+    rank_inputs,
+    run_references,
+)
 
 
 def _cat(inputs: Inputs, key: str, dim: int = 0) -> torch.Tensor:

@@ -12,9 +12,7 @@ import pytest
 import torch
 
 from problems import all_problems, get_problem
-from tests.problems.harness import Inputs, check_against, run_references
-
-WORLD_SIZES = (2, 4)
+from tests.problems.harness import WORLD_SIZES, Inputs, check_against, run_references
 
 
 def _cat(inputs: Inputs, key: str, dim: int) -> torch.Tensor:
