@@ -3,10 +3,11 @@
     python -m problems.bench [--world-size 4] [--cases eval] [--slug S ...] [--json OUT]
 
 One process per GPU, one NCCL process group for the whole run, as a worker host runs
-them. Per problem and case it prints the reference's median time (slowest rank per
-iteration, CUDA events, inputs rotated), the bytes one rank must move, the floor those
-bytes set at the measured peer bandwidth, the reference's roofline fraction and the peak
-memory of the busiest rank. A problem that fails on GPUs is reported and the run goes on.
+them. Per problem and case it prints the reference's median time (the evaluator's own
+timing: `evaluator.timing.time_calls` and `summarize`, slowest rank per iteration, inputs
+rotated), the bytes one rank must move, the floor those bytes set at the measured peer
+bandwidth (`evaluator.probe`), the reference's roofline fraction and the peak memory of
+the busiest rank. A problem that fails on GPUs is reported and the run goes on.
 On a CPU-only machine it runs over gloo (for a quick check of the script itself).
 """
 
@@ -16,7 +17,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import statistics
 import tempfile
 import time
 import traceback
@@ -27,15 +27,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from evaluator.probe import floor_us, measure_peer_bandwidth
+from evaluator.ranks import NO_MULTICAST
+from evaluator.timing import summarize, time_calls
 from problems.registry import all_problems
 from problems.spec import Case, InputContext, Problem
 
-# Multicast (NVLS) can take shared GPUs out of service: off in every rank.
-NO_MULTICAST = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 ROTATION = 3
 SEED = 20261122
 
@@ -138,7 +135,7 @@ def _time_case(
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
         inputs = [_inputs(problem, case, rank, world, device, seed) for seed in range(ROTATION)]
-        times = _time_calls(problem.reference, inputs, warmup, iters, device)
+        times, _ = time_calls(problem.reference, inputs, warmup=warmup, iters=iters, device=device)
         if device.type == "cuda":
             peak = torch.cuda.max_memory_allocated(device)
         del inputs
@@ -149,10 +146,8 @@ def _time_case(
     errors = [e for _, _, e in gathered if e]
     row["error"] = errors[0] if errors else None
     if not errors:
-        slowest = [max(col) for col in zip(*(t for t, _, _ in gathered), strict=True)]
-        row["median_us"] = statistics.median(slowest)
-        q = statistics.quantiles(slowest, n=4, method="inclusive")
-        row["iqr_us"] = q[2] - q[0]
+        summary = summarize([t for t, _, _ in gathered])
+        row["median_us"], row["iqr_us"] = summary.median_us, summary.spread_us
         row["peak_gib"] = max(p for _, p, _ in gathered) / 2**30
     return row
 
@@ -166,37 +161,8 @@ def _inputs(
     return problem.make_inputs(case, ctx)
 
 
-def _time_calls(
-    fn: Any, inputs: list[dict[str, Any]], warmup: int, iters: int, device: torch.device
-) -> list[float]:
-    """Per-call microseconds, ranks aligned by a barrier before each call."""
-    for i in range(warmup):
-        fn(**inputs[i % len(inputs)])
-    times = []
-    for i in range(iters):
-        args = inputs[(warmup + i) % len(inputs)]
-        if device.type == "cuda":
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize(device)
-            dist.barrier()
-            start.record()
-            fn(**args)
-            end.record()
-            torch.cuda.synchronize(device)
-            times.append(start.elapsed_time(end) * 1000.0)
-        else:
-            dist.barrier()
-            began = time.perf_counter()
-            fn(**args)
-            times.append((time.perf_counter() - began) * 1e6)
-    return times
-
-
 def _peer_bandwidth() -> float | None:
     # The evaluator's probe, so the floors here are the ones a worker host would use.
-    from evaluator.probe import measure_peer_bandwidth
-
     try:
         return measure_peer_bandwidth()["used"]
     except Exception:
@@ -206,7 +172,7 @@ def _peer_bandwidth() -> float | None:
 def _floor(row: dict[str, Any], gbps: float | None) -> float | None:
     if not gbps or not row["bytes_moved"]:
         return None
-    return row["bytes_moved"] / (gbps * 1e3)
+    return floor_us(row["bytes_moved"], gbps)
 
 
 def _report(rows: list, world: int, bandwidth: float | None, device: torch.device, w, n) -> dict:
