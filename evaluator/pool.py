@@ -57,6 +57,28 @@ class PoolTimeout(Exception):
         self.replies, self.pending = replies, pending
 
 
+class ProtocolViolation(Exception):
+    """A rank sent what the harness never sends at that point: bundle code writing on the
+    command channel, since the harness's own messages follow the protocol."""
+
+    def __init__(self, kind: str, rank: int, why: str) -> None:
+        super().__init__(f"{kind} rank {rank} {why}")
+        self.kind, self.rank, self.why = kind, rank, why
+
+
+class Conversation:
+    """What ranks may say in the middle of one command, before their reply.
+
+    The default allows nothing. A command whose ranks ask questions (the timed loop asks,
+    after each call, whether the judge checks that call's output) passes its own."""
+
+    def answer(self, question: Reply) -> Any:
+        raise ProtocolViolation(question.kind, question.rank, "asked a question out of turn")
+
+    def check_reply(self, reply: Reply) -> None:
+        """Raise ProtocolViolation for a reply that cannot have come at this point."""
+
+
 class RankPool:
     """W processes of one kind ("judge" or "candidate"), rank r at index r."""
 
@@ -131,12 +153,16 @@ def gather(
     timeout_s: float,
     *,
     decisive: Callable[[Reply], bool] = lambda reply: False,
+    conversation: Conversation | None = None,
 ) -> list[Reply]:
     """Wait for one reply per rank of `pools` to command `step`.
 
-    Returns early, with the replies so far, when `decisive(reply)` says the rest no longer
-    matters. Raises RankDied when a rank process ends, PoolTimeout at the deadline.
+    A message with "ask" in it is a question, not the reply: `conversation` answers it on
+    the rank's channel. Returns early, with the replies so far, when `decisive(reply)`
+    says the rest no longer matters. Raises RankDied when a rank process ends, PoolTimeout
+    at the deadline, ProtocolViolation for what no harness sends.
     """
+    conversation = conversation or Conversation()
     owners = {conn: (pool, rank) for pool in pools for rank, conn in enumerate(pool.conns)}
     sentinels = {
         proc.sentinel: (pool, rank) for pool in pools for rank, proc in enumerate(pool.procs)
@@ -162,12 +188,23 @@ def gather(
             if not isinstance(data, dict) or data.get("step") != step:
                 continue  # a stale or forged reply: not an answer to this command
             reply = Reply(pool.kind, rank, data)
+            if "ask" in data:
+                _answer(ready, step, conversation.answer(reply), pool, rank)
+                continue
+            conversation.check_reply(reply)
             replies.append(reply)
             del pending[ready]
             if decisive(reply):
                 _raise_if_a_rank_died(pools, sentinels)
                 return replies
     return replies
+
+
+def _answer(conn: Connection, step: int, value: Any, pool: RankPool, rank: int) -> None:
+    try:
+        conn.send(("answer", step, value))
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
 
 
 def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
@@ -399,6 +436,7 @@ class RankPools:
         judge: tuple[str, Any] | None = None,
         candidate: tuple[str, Any] | None = None,
         timeout_s: float,
+        conversation: Conversation | None = None,
     ) -> list[Reply]:
         """Send one command to every rank of the named pools and wait for all the answers.
 
@@ -411,7 +449,7 @@ class RankPools:
             if order is not None:
                 pool.send(order[0], self.step, order[1])
                 pools.append(pool)
-        return gather(pools, self.step, timeout_s, decisive=_is_error)
+        return gather(pools, self.step, timeout_s, decisive=_is_error, conversation=conversation)
 
     def sweep_orphans(self) -> list[int]:
         """Kill what bundle code detached from its process group (the evaluating process

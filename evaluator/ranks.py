@@ -19,11 +19,13 @@ import ctypes
 import importlib.util
 import io
 import json
+import math
 import os
 import resource
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing import reduction
@@ -36,7 +38,7 @@ import torch.distributed as dist
 
 from evaluator import sandbox, timing
 from evaluator.compare import ForeignValue, compare
-from evaluator.timing import run_timed, tampering
+from evaluator.timing import copy_output, run_timed, tampering
 from problems.spec import Case, InputContext, Problem
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -102,7 +104,7 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
     if setup.limits is not None:
         for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
             print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
-    worker = worker_class(setup, device)
+    worker = worker_class(setup, device, conn)
     _reply(conn, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
     while True:
         try:
@@ -111,6 +113,7 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
             break  # the parent is gone
         if op == "stop":
             break
+        worker.step = step
         if op == "rewire":
             # A restarted candidate pool: its pipe's read end comes over our socket.
             worker.peer.close()
@@ -125,10 +128,12 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
 
 
 class _Worker:
-    def __init__(self, setup: RankSetup, device: torch.device) -> None:
+    def __init__(self, setup: RankSetup, device: torch.device, conn: Connection) -> None:
         self.setup = setup
         self.peer = setup.peer
         self.device = device
+        self.conn = conn  # to the parent
+        self.step = 0  # of the command being carried out
         self.problem: Problem | None = None
 
     def handle(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -148,6 +153,25 @@ class _Worker:
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def timed_loop(
+        self, fn: Callable[..., Any], case: Case, seeds: list[int]
+    ) -> tuple[list[float], list[Any]]:
+        """Time `fn` on fresh inputs, one seed per call; return the times and copies of the
+        outputs of the calls the parent says are checked.
+
+        The reference and the candidate both go through here, so the work between two
+        calls (which changes how fast the next call starts: an idle GPU is a slower one)
+        is the same for both."""
+        outputs = _CheckedOutputs(self)
+        times = run_timed(
+            fn,
+            lambda i: self.inputs(case, seeds[i]),
+            calls=len(seeds),
+            device=self.device,
+            after_call=outputs.after_call,
+        )
+        return times, outputs.finish()
 
 
 class _Judge(_Worker):
@@ -240,12 +264,7 @@ class _Judge(_Worker):
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
         assert self.problem is not None
         case, seeds = Case.from_json(payload["case"]), payload["seeds"]
-        times, _ = run_timed(
-            self.problem.reference,
-            lambda i: self.inputs(case, seeds[i]),
-            calls=len(seeds),
-            device=self.device,
-        )
+        times, _ = self.timed_loop(self.problem.reference, case, seeds)
         return {"ok": True, "times_us": times}
 
 
@@ -299,34 +318,29 @@ class _Candidate(_Worker):
                 torch.empty(nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
 
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
-        case, seeds, keep = Case.from_json(payload["case"]), payload["seeds"], payload["keep"]
+        case, seeds = Case.from_json(payload["case"]), payload["seeds"]
         before = tampering()
-        times, kept = run_timed(
-            self.solution,
-            lambda i: self.inputs(case, seeds[i]),
-            calls=len(seeds),
-            keep=keep,
-            device=self.device,
-        )
+        times, checked = self.timed_loop(self.solution, case, seeds)
         after = tampering()
-        for index in keep:
-            self._ship(kept[index])
+        for out in checked:
+            self._ship(out)
         return {"ok": True, "times_us": times, "tampered": sorted({*before, *after})}
 
     def _ship(self, out: Any) -> None:
         peer = self.peer
-        if isinstance(out, torch.Tensor):
+        if type(out) is torch.Tensor:
             kind, items = "tensor", [out]
-        elif isinstance(out, (tuple, list)):
+        elif _plain_sequence(out):
             kind, items = "tuple", list(out)
         else:
             peer.send_bytes(_json({"ok": True, "kind": "other", "type": type(out).__name__}))
             return
-        types = ["Tensor" if isinstance(x, torch.Tensor) else type(x).__name__ for x in items]
+        # Exact types: a subclass (of Tensor or of tuple) is shipped as its type name, never
+        # read, since reading it could run bundle code that computes the answer then.
+        types = ["Tensor" if type(x) is torch.Tensor else type(x).__name__ for x in items]
         # clone(): a view would otherwise ship its whole storage.
         tensors = [
-            x.detach().cpu().clone() if isinstance(x, torch.Tensor) else torch.empty(0)
-            for x in items
+            x.detach().cpu().clone() if type(x) is torch.Tensor else torch.empty(0) for x in items
         ]
         buf = io.BytesIO()
         torch.save(tensors, buf)
@@ -336,6 +350,79 @@ class _Candidate(_Worker):
     def _ship_failure(self) -> None:
         with contextlib.suppress(OSError):
             self.peer.send_bytes(_json({"ok": False}))
+
+
+class _CheckedOutputs:
+    """Which timed outputs the judge checks, learnt call by call and only afterwards.
+
+    After call i returns, its output is copied on the device (fixed before anyone knows
+    whether it is checked) and the parent is told that call i is done. The parent's answer,
+    whether call i is checked, is collected when it has come, at the latest LAG calls
+    later: the loop does not wait for the parent after every call, which would leave the
+    GPU idle between calls. Copies of checked calls are kept, the others dropped."""
+
+    LAG = 2
+
+    def __init__(self, worker: _Worker) -> None:
+        self.worker = worker
+        self.pending: dict[int, Any] = {}  # call -> copy of its output, awaiting the answer
+        self.checked: list[Any] = []
+
+    def after_call(self, index: int, out: Any) -> None:
+        if not plain_output(out):
+            # A tensor subclass could compute the right answer only when it is read.
+            raise TypeError(
+                f"a timed call returned {_type_name(out)}: outputs must be torch.Tensor "
+                "objects or a tuple or list of them (tensor subclasses are not accepted)"
+            )
+        self.pending[index] = copy_output(out)
+        worker = self.worker
+        worker.conn.send_bytes(_json({"step": worker.step, "ask": "checked", "call": index}))
+        self._collect(until=index - self.LAG)
+
+    def finish(self) -> list[Any]:
+        self._collect(until=math.inf)
+        return self.checked
+
+    def _collect(self, *, until: float) -> None:
+        """Take the answers that have come, and wait for those of calls up to `until`."""
+        conn = self.worker.conn
+        while self.pending and (min(self.pending) <= until or conn.poll(0)):
+            message = conn.recv()
+            call = min(self.pending)
+            if not (
+                isinstance(message, tuple)
+                and message[:2] == ("answer", self.worker.step)
+                and message[2][0] == call
+            ):
+                raise RuntimeError(f"the harness expected the answer for call {call}")
+            copy = self.pending.pop(call)
+            if message[2][1]:
+                self.checked.append(copy)
+
+
+# What torch.topk, torch.max(dim=...) and friends return: C tuples, taken at import, before
+# bundle code runs (a class of its own could claim their module name).
+_RETURN_TYPES = frozenset(
+    t for t in vars(torch.return_types).values() if isinstance(t, type) and issubclass(t, tuple)
+)
+
+
+def _plain_sequence(value: Any) -> bool:
+    return type(value) in (tuple, list) or type(value) in _RETURN_TYPES
+
+
+def plain_output(out: Any) -> bool:
+    """A Tensor, or a plain tuple or list of Tensors, and nothing that subclasses one."""
+    if type(out) is torch.Tensor:
+        return True
+    return _plain_sequence(out) and all(type(x) is torch.Tensor for x in out)
+
+
+def _type_name(out: Any) -> str:
+    if _plain_sequence(out):
+        return f"a {type(out).__name__} holding {', '.join(type(x).__name__ for x in out)}"
+    return f"a {type(out).__name__}"
 
 
 def _init_distributed(setup: RankSetup) -> torch.device:
@@ -430,6 +517,12 @@ def _reply(conn: Connection, data: dict[str, Any]) -> None:
 for _owner, _name in (
     (_Candidate, "_time"),
     (_Candidate, "_ship"),
+    (_Worker, "timed_loop"),
+    (_CheckedOutputs, "after_call"),
+    (_CheckedOutputs, "_collect"),
+    (Connection, "send_bytes"),
+    (Connection, "recv"),
+    (Connection, "recv_bytes"),
     (_Candidate, "handle"),
     (sys.modules[__name__], "run_timed"),
     (sys.modules[__name__], "_reply"),

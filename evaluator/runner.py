@@ -30,7 +30,15 @@ from evaluator.bundle import Bundle
 from evaluator.compile import ImportFailure, import_solutions
 from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
 from evaluator.environment import environment_fingerprint, host_key
-from evaluator.pool import EvaluatorError, PoolTimeout, RankDied, RankPools, Reply
+from evaluator.pool import (
+    Conversation,
+    EvaluatorError,
+    PoolTimeout,
+    ProtocolViolation,
+    RankDied,
+    RankPools,
+    Reply,
+)
 from evaluator.probe import apply_roofline
 from evaluator.profiles import HardwareProfile
 from evaluator.ranks import NO_MULTICAST
@@ -394,10 +402,24 @@ class _ProblemRun:
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
 
-    def _command(self, **orders: tuple[str, Any]) -> list[Reply]:
+    def _command(
+        self, conversation: Conversation | None = None, **orders: tuple[str, Any]
+    ) -> list[Reply]:
         """Run one command; every way it can go wrong becomes a _Failure."""
         try:
-            replies = self.pools.command(**orders, timeout_s=self._remaining())
+            replies = self.pools.command(
+                **orders, timeout_s=self._remaining(), conversation=conversation
+            )
+        except ProtocolViolation as exc:
+            if exc.kind == "candidate":
+                self.pools.candidate_failed()
+            else:
+                self.pools.kill()
+            self._flag(ResultFlag.TAMPERED, f"{exc}")
+            raise _Failure(
+                ProblemStatus.RUNTIME_ERROR,
+                f"{exc}: only bundle code writing on the harness's channel does that",
+            ) from None
         except PoolTimeout as exc:
             if any(kind == "candidate" for kind, _ in exc.pending):
                 self.pools.candidate_failed()
@@ -520,7 +542,8 @@ class _ProblemRun:
 
     def _checked_calls(self) -> list[int]:
         """Timed calls whose outputs the judge checks: the last and others drawn at random
-        here, where bundle code cannot see the draw coming."""
+        here, where bundle code cannot see the draw: each candidate rank learns that a
+        call is checked only after the call has returned (`_CheckedCalls`)."""
         first, calls = self.settings.warmup, self.settings.warmup + self.settings.iters
         others = list(range(first, calls - 1))
         count = min(len(others), self.settings.timed_checks - 1)
@@ -528,9 +551,13 @@ class _ProblemRun:
 
     def _time_candidate(self, case: Case, result: CaseResult) -> TimingSummary:
         order = self._timing_order(case)
-        order["keep"] = self._checked_calls()
-        check = {"case": case.to_json(), "seeds": [order["seeds"][i] for i in order["keep"]]}
-        replies = self._command(judge=("check", check), candidate=("time", order))
+        checked = self._checked_calls()
+        check = {"case": case.to_json(), "seeds": [order["seeds"][i] for i in checked]}
+        replies = self._command(
+            _CheckedCalls(checked, calls=len(order["seeds"]), kind="candidate"),
+            judge=("check", check),
+            candidate=("time", order),
+        )
         self._judged(replies, case, result, timed=True)
         candidates = [r for r in replies if r.kind == "candidate"]
         tampered = sorted({str(n) for r in candidates for n in r.data.get("tampered") or []})
@@ -564,7 +591,11 @@ class _ProblemRun:
         began = time.monotonic()
         # The reference's time is not the candidate's: give the deadline back afterwards.
         self.deadline = max(self.deadline, began + self.settings.problem_timeout_s)
-        replies = self._command(judge=("time", self._timing_order(case)))
+        # The reference's loop asks about checked calls too (and drops the copies): the
+        # work between calls is the same as the candidate's.
+        order = self._timing_order(case)
+        checks = _CheckedCalls(self._checked_calls(), calls=len(order["seeds"]), kind="judge")
+        replies = self._command(checks, judge=("time", order))
         self.deadline += time.monotonic() - began
         summary = summarize([r.data["times_us"][self.settings.warmup :] for r in replies])
         REFERENCE_TIMES[key] = summary
@@ -580,6 +611,36 @@ class _ProblemRun:
         self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
         self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
         apply_roofline(self.result, self.bandwidth_gbps)
+
+
+class _CheckedCalls(Conversation):
+    """During a timed loop each rank of the timed pool (`kind`) says when call i has
+    returned, and is told whether the judge checks call i. The questions come in call
+    order, once per call and rank, and the loop's reply only after the last call: anything
+    else is not the harness talking."""
+
+    def __init__(self, checked: list[int], *, calls: int, kind: str) -> None:
+        self.checked, self.calls, self.kind = set(checked), calls, kind
+        self.asked: dict[int, int] = {}  # rank -> questions answered so far
+
+    def answer(self, question: Reply) -> list[Any]:
+        due = self.asked.get(question.rank, 0)
+        data = question.data
+        if question.kind != self.kind or data.get("ask") != "checked" or data.get("call") != due:
+            raise ProtocolViolation(
+                question.kind, question.rank, f"asked {str(data)[:80]} where call {due} was due"
+            )
+        self.asked[question.rank] = due + 1
+        return [due, due in self.checked]
+
+    def check_reply(self, reply: Reply) -> None:
+        if reply.kind != self.kind or not reply.data.get("ok"):
+            return  # a failure may come at any call
+        done = self.asked.get(reply.rank, 0)
+        if done != self.calls:
+            raise ProtocolViolation(
+                reply.kind, reply.rank, f"replied after {done} of {self.calls} timed calls"
+            )
 
 
 def _num(value: Any) -> float:

@@ -5,6 +5,8 @@ new contents: no cache keyed on a pointer, a call count or the data can answer a
 call), the device synchronised, a barrier, then the call between two timestamps. Only the
 trusted parent knows which calls count (the first `warmup` are dropped) and which outputs
 the judge checks, so nothing in the call pattern tells a solution which phase it is in.
+The parent says whether a call's output is checked only after that call has returned
+(`after_call`): no call can know in advance whether it will be checked.
 
 On CUDA the stop event is recorded after a device-wide synchronise: work a solution left
 running on a side stream (or an unwaited collective) is inside the measured interval.
@@ -74,25 +76,25 @@ def run_timed(
     make_inputs: Callable[[int], dict[str, Any]],
     *,
     calls: int,
-    keep: Sequence[int] = (),
     device: torch.device,
-) -> tuple[list[float], dict[int, Any]]:
-    """Call `fn(**make_inputs(i))` for i in range(calls), each timed the same way.
+    after_call: Callable[[int, Any], None] | None = None,
+) -> list[float]:
+    """Call `fn(**make_inputs(i))` for i in range(calls), each timed the same way, and
+    return every call's time in microseconds.
 
-    Returns every call's time in microseconds and copies of the outputs of the calls in
-    `keep` (copies: a solution may legitimately reuse its output buffer).
+    `after_call(i, output)` runs after call i's stop timestamp and before call i+1's
+    inputs are made: outside the timed interval, while the output is still what the call
+    returned (a solution may legitimately reuse its output buffer in the next call).
     """
-    wanted = set(keep)
     times: list[float] = []
-    kept: dict[int, Any] = {}
     for i in range(calls):
         args = make_inputs(i)
         elapsed, out = _timed_call(fn, args, device)
         times.append(elapsed)
-        if i in wanted:
-            kept[i] = _copy(out)
+        if after_call is not None:
+            after_call(i, out)
         del args, out
-    return times, kept
+    return times
 
 
 def _timed_call(fn: Callable[..., Any], args: dict[str, Any], device: torch.device) -> Any:
@@ -112,11 +114,13 @@ def _timed_call(fn: Callable[..., Any], args: dict[str, Any], device: torch.devi
     return (_perf_counter() - began) * 1e6, out
 
 
-def _copy(out: Any) -> Any:
+def copy_output(out: Any) -> Any:
+    """A copy of a Tensor output, or of each Tensor in a tuple or list (a solution may
+    legitimately reuse its output buffers in its next call)."""
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
     if isinstance(out, (tuple, list)):
-        return type(out)(_copy(x) for x in out)
+        return type(out)(copy_output(x) for x in out)
     return out
 
 
@@ -129,12 +133,20 @@ def time_calls(
     device: torch.device,
 ) -> tuple[list[float], Any]:
     """The benchmarks' form: rotate through prepared `inputs`; times of the timed calls
-    and the last output. (The evaluator itself uses `run_timed` with fresh inputs.)"""
+    and a copy of the last output. (The evaluator itself uses `run_timed` with fresh
+    inputs.)"""
     calls = warmup + iters
-    times, kept = run_timed(
-        fn, lambda i: inputs[i % len(inputs)], calls=calls, keep=[calls - 1], device=device
+    last: list[Any] = []
+
+    def keep_last(i: int, out: Any) -> None:
+        # Every output is copied, as the evaluator copies each: the work between calls
+        # changes how fast the next call starts.
+        last[:] = [copy_output(out)]
+
+    times = run_timed(
+        fn, lambda i: inputs[i % len(inputs)], calls=calls, device=device, after_call=keep_last
     )
-    return times[warmup:], kept[calls - 1]
+    return times[warmup:], last[0]
 
 
 def summarize(per_rank: Sequence[Sequence[float]]) -> TimingSummary:

@@ -158,6 +158,132 @@ def solution(x):
 """,
     ),
     Attack(
+        "frame-reader",
+        "reads the harness's frames for the list of checked calls and skips the all-reduce "
+        "on every call it finds unchecked (all of them, when it finds no list)",
+        "the parent says whether a call is checked only after the call has returned "
+        "-> wrong_answer",
+        """
+import sys
+import torch.distributed as dist
+
+def _checked_calls():
+    frame = sys._getframe(1)
+    while frame is not None:
+        found = frame.f_locals.get("keep") or frame.f_locals.get("wanted")
+        payload = frame.f_locals.get("payload")
+        if not found and isinstance(payload, dict):
+            found = payload.get("keep")
+        if found is not None and frame.f_locals.get("i") is not None:
+            return set(found), frame.f_locals["i"]
+        frame = frame.f_back
+    return None, None
+
+def solution(x):
+    checked, call = _checked_calls()
+    timed = any(f.function == "run_timed" for f in __import__("inspect").stack())
+    if timed and (checked is None or call not in checked):
+        print("pkb-redteam: skipped an unchecked call", flush=True)
+        return x.clone()  # this rank's own share: no communication at all
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "lazy-output",
+        "returns, from timed calls, a Tensor subclass that does the all-reduce only when the "
+        "harness reads it (to copy or ship it) after the stop timestamp",
+        "outputs must be plain Tensors (exact type) -> runtime_error",
+        """
+import inspect
+import torch
+import torch.distributed as dist
+
+class Lazy(torch.Tensor):
+    @staticmethod
+    def __new__(cls, x):
+        lazy = torch.Tensor._make_subclass(cls, torch.empty_like(x))
+        lazy.source = x
+        return lazy
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            lazy = args[0] if args and isinstance(args[0], Lazy) else None
+            if lazy is not None and hasattr(lazy, "source"):
+                out = lazy.source.clone()
+                dist.all_reduce(out)  # the whole work, outside the timed interval
+                return func(out, *args[1:], **(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+def solution(x):
+    if any(f.function == "run_timed" for f in inspect.stack()):
+        return Lazy(x)
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "forged-question",
+        "asks the parent itself, on the harness's channel, whether the running call is "
+        "checked, and skips the all-reduce when it is not",
+        "questions are held to the harness's order -> runtime_error, flag tampered",
+        """
+import json
+import sys
+import torch.distributed as dist
+
+def _channel():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_serve":
+            return frame.f_locals["conn"], frame.f_locals["step"]
+        frame = frame.f_back
+    return None, None
+
+def solution(x):
+    out = x.clone()
+    frame = sys._getframe(1)
+    if frame.f_code.co_name == "_timed_call":
+        conn, step = _channel()
+        call = frame.f_back.f_locals.get("i")
+        conn.send_bytes(json.dumps({"step": step, "ask": "checked", "call": call}).encode())
+        answer = conn.recv()
+        if not answer[2][1]:
+            return out
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "forged-reply",
+        "writes the timed loop's reply itself on the harness's channel, with 1 us per call, "
+        "before the loop has run",
+        "the timed loop's reply is accepted only after every call's question -> "
+        "runtime_error, flag tampered",
+        """
+import json
+import sys
+import torch.distributed as dist
+
+def solution(x):
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "_serve":
+        frame = frame.f_back
+    payload = frame.f_locals.get("payload") if frame is not None else None
+    if frame is not None and frame.f_locals.get("op") == "time" and "forged" not in payload:
+        payload["forged"] = True
+        calls = len(payload["seeds"])
+        reply = {"step": frame.f_locals["step"], "ok": True, "times_us": [1.0] * calls}
+        frame.f_locals["conn"].send_bytes(json.dumps(reply).encode())
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
         "patch-comparison",
         "makes torch.allclose/equal/isclose always agree, then returns garbage",
         "outputs are compared in the judge process, which never runs bundle code -> wrong_answer",

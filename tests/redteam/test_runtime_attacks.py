@@ -189,6 +189,34 @@ def test_patching_the_timer_or_harness_is_flagged(evaluated, name, replaced):
     assert r.status == ProblemStatus.PASSED  # measured with the originals all the same
 
 
+def test_reading_frames_tells_no_call_whether_it_is_checked(evaluated):
+    r = result(evaluated, "frame-reader")
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert "a timed call" in r.message
+
+
+def test_a_lazy_tensor_subclass_is_refused(evaluated):
+    r = result(evaluated, "lazy-output")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert "a timed call returned a Lazy" in r.message
+    assert "tensor subclasses are not accepted" in r.message
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("forged-question", "where call 1 was due"),  # its own ask for call 0 came first
+        ("forged-reply", "replied after 0 of 8 timed calls"),
+    ],
+)
+def test_writing_on_the_harness_channel_is_flagged(evaluated, name, why):
+    r = result(evaluated, name)
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
+    assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
+    assert why in r.message, text(r)
+    assert "bundle code writing on the harness's channel" in r.message
+
+
 def test_patching_torch_comparisons_changes_nothing_in_the_judge(evaluated):
     r = result(evaluated, "patch-comparison")
     assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
