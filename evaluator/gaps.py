@@ -2,8 +2,8 @@
 
     python -m evaluator.gaps [--iters 300] [--rounds 2]
 
-One process per GPU times an NCCL all-reduce through the harness's own loop
-(`timing.run_timed`), with different work between calls: none, a copy of the output, the
+One process per GPU times the all-reduce problem's reference (NCCL) through the harness's
+own loop (`timing.run_timed`), with different work between calls: none, a copy of the output, the
 harness's checked-call questions (`ranks._CheckedOutputs`, answered by a helper process
 as the parent answers them), a blocking round trip per call, and idle or busy waits. On
 GPU hosts an idle gap makes the next call slower (2026-11-22, 2x H200: a 2 ms sleep added
@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from evaluator.ranks import NO_MULTICAST, _CheckedOutputs
 from evaluator.timing import copy_output, run_timed
+from problems.collective.all_reduce import solution as all_reduce
 
 SIZES = (1 << 20, 1 << 24, 1 << 26)
 WARMUP = 10
@@ -134,11 +135,6 @@ def _time(
     device: torch.device,
     make_hook: Callable[[], tuple[Hook | None, Callable[[], Any]]],
 ) -> str:
-    def all_reduce(x: torch.Tensor) -> torch.Tensor:
-        out = x.clone()
-        dist.all_reduce(out)
-        return out
-
     hook, finish = make_hook()
     times = run_timed(
         all_reduce, lambda i: {"x": x}, calls=WARMUP + iters, device=device, after_call=hook
