@@ -1,6 +1,7 @@
 """Times every reference of the catalog at its eval shapes (numbers to read, not a test).
 
-    python -m problems.bench [--world-size 4] [--cases eval] [--slug S ...] [--json OUT]
+    python -m problems.bench [--world-size 4] [--cases eval] [--slug S ...] [--category C ...]
+                             [--json OUT]
 
 One process per GPU, one NCCL process group for the whole run, as a worker host runs
 them. Per problem and case it prints the reference's median time (the evaluator's own
@@ -31,7 +32,7 @@ from evaluator.probe import floor_us, measure_peer_bandwidth
 from evaluator.ranks import NO_MULTICAST
 from evaluator.timing import summarize, time_calls
 from problems.registry import all_problems
-from problems.spec import Case, InputContext, Problem
+from problems.spec import Case, Category, InputContext, Problem
 
 ROTATION = 3
 SEED = 20261122
@@ -43,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-size", type=int, default=default_world)
     parser.add_argument("--cases", choices=["dev", "eval"], default="eval")
     parser.add_argument("--slug", action="append", help="only these problems (repeatable)")
+    parser.add_argument(
+        "--category",
+        action="append",
+        choices=[c.value for c in Category],
+        help="only these categories (repeatable)",
+    )
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--json", type=Path, help="write the numbers here too")
@@ -52,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     problems = [
         p
         for p in all_problems()
-        if args.world_size in p.world_sizes and (not args.slug or p.slug in args.slug)
+        if args.world_size in p.world_sizes
+        and (not args.slug or p.slug in args.slug)
+        and (not args.category or p.category in args.category)
     ]
     began = time.monotonic()
     report = _run_ranks(args, [p.slug for p in problems])

@@ -52,6 +52,7 @@ CATEGORY_LABELS = {
 }
 
 DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64,
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,

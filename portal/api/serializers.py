@@ -32,7 +32,7 @@ class ProblemSerializer(serializers.ModelSerializer):
 
 class ProblemDetailSerializer(ProblemSerializer):
     class Meta(ProblemSerializer.Meta):
-        fields = [*ProblemSerializer.Meta.fields, "reference_source"]
+        fields = [*ProblemSerializer.Meta.fields, "public_cases", "reference_source"]
 
 
 class ScoreSerializer(serializers.Serializer):

@@ -53,6 +53,9 @@ class Problem(models.Model):
     reference_source = models.TextField(blank=True)
     world_sizes = models.JSONField(default=list)
     dtypes = models.JSONField(default=list)
+    # The public dev cases ([{name, dtype, params}]): the shapes a team can try locally.
+    # The eval cases' shapes are hidden on production hosts, so they are never mirrored.
+    public_cases = models.JSONField(default=list, blank=True)
     # `version` counts the changes of the catalog's `code_version` (a hash of the module).
     version = models.PositiveIntegerField(default=1)
     code_version = models.CharField(max_length=64, blank=True)

@@ -17,6 +17,7 @@ _MIRRORED = (
     "reference_source",
     "world_sizes",
     "dtypes",
+    "public_cases",
 )
 
 
@@ -47,6 +48,7 @@ def _catalog_fields(problem: Any) -> dict[str, Any]:
         "reference_source": problem.reference_source,
         "world_sizes": list(problem.world_sizes),
         "dtypes": list(problem.dtypes),
+        "public_cases": [case.to_json() for case in problem.dev_cases],
         "code_version": problem.version,
     }
 

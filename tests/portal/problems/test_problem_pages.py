@@ -68,3 +68,12 @@ def test_code_spans_in_descriptions_are_shown_as_code_and_html_is_escaped(client
     page = client.get(reverse("problems:detail", args=["all-reduce"])).content.decode()
     assert "Sum <code>x</code> over ranks." in page
     assert "<script>alert(1)</script>" not in page
+
+
+def test_the_detail_shows_the_public_cases_sizes(client, problems):
+    row = problems["all-reduce"]
+    row.public_cases = [{"name": "dev-ragged", "dtype": "float32", "params": {"n": 7, "skew": 90}}]
+    row.save()
+    page = client.get(reverse("problems:detail", args=["all-reduce"])).content.decode()
+    assert 'id="public-cases"' in page
+    assert "<code>dev-ragged</code>" in page and "<code>skew=90</code>" in page

@@ -7,6 +7,7 @@ from django.core.management import call_command
 
 from portal.problems.models import Category, Problem
 from portal.problems.services import problems_set_status, problems_sync
+from problems.spec import Case
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +25,7 @@ class FakeSpec:
     world_sizes: tuple[int, ...] = (2, 4, 8)
     dtypes: tuple[str, ...] = ("float32",)
     version: str = "v1"
+    dev_cases: tuple[Case, ...] = (Case("dev-fp32", "float32", {"n": 500}),)
 
 
 def test_it_creates_new_problems_published():
@@ -133,3 +135,15 @@ def test_a_sync_keeps_hardware_and_public_solutions_set_by_admins():
     Problem.objects.filter(slug="all-reduce").update(profiles=["h200x4"])
     problems_sync(catalog=[FakeSpec("all-reduce", version="v2")])
     assert Problem.objects.get(slug="all-reduce").profiles == ["h200x4"]
+
+
+def test_it_mirrors_the_public_cases_without_bumping_the_version():
+    spec = FakeSpec("all-reduce")
+    problems_sync(catalog=[spec])
+    row = Problem.objects.get(slug="all-reduce")
+    assert row.public_cases == [{"name": "dev-fp32", "dtype": "float32", "params": {"n": 500}}]
+    bigger = (Case("dev-fp32", "float32", {"n": 500}), Case("dev-ragged", "float32", {"n": 0}))
+    report = problems_sync(catalog=[replace(spec, dev_cases=bigger)])
+    row.refresh_from_db()
+    assert report.updated == ["all-reduce"] and not report.bumped
+    assert [c["name"] for c in row.public_cases] == ["dev-fp32", "dev-ragged"]
