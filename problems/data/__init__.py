@@ -1,0 +1,1 @@
+"""Data parallelism: replicas of a model that agree on gradients, statistics and losses."""

@@ -1,0 +1,1 @@
+"""Expert parallelism: mixture-of-experts layers whose experts live on different ranks."""

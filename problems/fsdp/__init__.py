@@ -1,0 +1,1 @@
+"""FSDP / ZeRO: parameters, gradients and optimizer state sharded across data-parallel ranks."""
