@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from portal.problems.services import problems_sync
+from problems import all_problems
+from problems.spec import Category
 from tests.evaluator.archives import make_zip
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -74,6 +76,45 @@ def test_a_new_team_uploads_watches_and_finds_itself_ranked(page, workers, tmp_p
     page.goto("/problems/all-reduce/")
     assert page.locator("#problem-ranking tr", has_text="Alice's Kernels").count() == 1
     screenshot("problem")
+
+
+def test_the_leaderboard_switches_through_every_category(page, screenshot):
+    problems_sync()
+    page.goto("/")
+    switcher = page.locator("#category-switcher")
+    for category in Category:
+        switcher.get_by_role("link", name=category.label, exact=True).click()
+        page.wait_for_url(re.compile(rf"category={category.value}$"))
+        heading = page.locator("#leaderboard thead th.group").first
+        assert heading.text_content().strip() == category.label, category
+        # The baseline row (the reference) is on every category's board.
+        assert page.locator("#leaderboard tbody tr").count() >= 1, category
+    screenshot("leaderboard-other")
+
+
+# One problem page per category added with problem sets II and III: their descriptions
+# carry shapes in `code` spans, and the public cases show the sizes they run at.
+NEW_CATEGORIES = ("expert", "data", "fsdp", "pipeline", "graph", "geometric", "other")
+
+
+@pytest.mark.parametrize("category", NEW_CATEGORIES)
+def test_a_problem_page_shows_description_signature_and_shapes(page, category, screenshot):
+    problems_sync()
+    problem = next(p for p in all_problems() if p.category == category)
+    page.goto(f"/problems/{problem.slug}/")
+    page.get_by_role("heading", name=problem.title).wait_for()
+    description = page.locator("p.description")
+    assert description.locator("code").count() >= 3, "shapes and names are set as code"
+    first_words = " ".join(problem.description.split()[:6]).replace("`", "")
+    assert first_words in " ".join(description.inner_text().split())
+    signature = page.locator("pre.code code").first.inner_text()
+    assert signature == problem.signature
+    cases = page.locator("#public-cases tbody tr")
+    assert cases.count() == len(problem.dev_cases)
+    first = problem.dev_cases[0]
+    for key, value in first.params.items():
+        assert cases.first.get_by_text(f"{key}={value}", exact=True).count() == 1
+    screenshot(f"problem-{category}")
 
 
 def test_a_bad_bundle_is_refused_with_its_reason_and_nothing_is_kept(page, tmp_path):

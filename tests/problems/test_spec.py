@@ -96,3 +96,28 @@ def test_version_covers_the_helper_modules_a_problem_uses(monkeypatch):
     )
     assert problem.version != before
     assert unrelated.version == unrelated_before, "a problem without the helper keeps its version"
+
+
+# What problem sets I-III promise per category (issues #12 and #13 and the sets before).
+AT_LEAST = {
+    "collective": 8,
+    "tensor": 17,
+    "sequence": 3,
+    "context": 12,
+    "vocab": 4,
+    "expert": 11,
+    "data": 9,
+    "fsdp": 9,
+    "pipeline": 4,
+    "graph": 6,
+    "geometric": 5,
+    "other": 4,
+}
+
+
+def test_every_category_holds_its_problem_set(capsys):
+    assert problems_main(["--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    counts = {c.value: sum(p["category"] == c.value for p in listed) for c in Category}
+    short = {c: (counts[c], n) for c, n in AT_LEAST.items() if counts[c] < n}
+    assert not short, f"categories below their set (have, need): {short}"

@@ -1,0 +1,1 @@
+"""Geometric and spatial workloads: grids, fields and scenes split across ranks."""

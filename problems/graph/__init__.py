@@ -1,0 +1,1 @@
+"""Graph workloads: partitioned graphs, sparse features and recommender embeddings."""

@@ -1,0 +1,1 @@
+"""Other distributed workloads: sorting, selection and scientific blocks."""
