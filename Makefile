@@ -49,7 +49,7 @@ test: install redis chromium candidate-access
 # Django stubs (settings need debug on to load without a secret).
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
 	portal/leaderboard/selectors \
-	evaluator/contract.py evaluator/bundle.py evaluator/runner.py evaluator/probe.py \
+	evaluator/contract.py evaluator/bundle.py evaluator/sources.py evaluator/runner.py evaluator/probe.py \
 	evaluator/runtime.py evaluator/sandbox.py evaluator/pool.py problems/spec.py
 
 lint: install

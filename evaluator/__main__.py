@@ -128,7 +128,7 @@ def _table(results: list[ProblemResult]) -> str:
                 status,
                 _us(r.time_us),
                 _us(r.ref_time_us),
-                f"{r.speedup:.2f}x" if r.speedup else "-",
+                _speedup(r),
                 f"{100 * r.roofline:.0f}%" if r.roofline is not None else "-",
                 r.message.splitlines()[0][:100] if r.message else "",
             )
@@ -140,6 +140,14 @@ def _table(results: list[ProblemResult]) -> str:
         ).rstrip()
         for row in rows
     )
+
+
+def _speedup(r: ProblemResult) -> str:
+    if not r.speedup:
+        return "-"
+    if r.speedup_low is None or r.speedup_high is None:
+        return f"{r.speedup:.2f}x"
+    return f"{r.speedup:.2f}x ({r.speedup_low:.2f}-{r.speedup_high:.2f})"
 
 
 def _us(value: float | None) -> str:

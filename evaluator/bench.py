@@ -2,12 +2,19 @@
 
     python -m evaluator.bench [--profile h200x4] [--bundle examples/symm] [--cases eval]
                               [--naive] [--json OUT]
+    python -m evaluator.bench --spread RUN.json RUN.json ... [--md OUT]
 
 Prints, per problem of the bundle: reference time, the bundle's time, speedup and
 roofline fraction of both (the floor is the problem's bytes over the host's measured
 peer bandwidth). With --naive it also evaluates the same bundle the simple way, a fresh
 process group per problem per trial with the same cases, trials and iterations, and prints
 the ratio of the two wall times.
+
+--spread reads the --json reports of several runs (of this evaluator or of an earlier
+one: a case's speedup is its `speedup`, or reference time over time where a report has
+none) and prints, per case, each run's speedup and the max/min spread against the limit
+the leaderboard aims at (2% for cases at or above 200 us, 5% below), with the runs'
+wall times.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from evaluator.compare import compare
 from evaluator.contract import ProblemResult
 from evaluator.profiles import HardwareProfile, get_profile
 from evaluator.ranks import NO_MULTICAST
-from evaluator.runner import REFERENCE_TIMES, cases_for, evaluate_bundle
+from evaluator.runner import cases_for, evaluate_bundle
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings, load_settings
 from evaluator.timing import summarize, time_calls
@@ -43,13 +50,25 @@ from problems.spec import InputContext
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluator.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluator.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--profile", default=None, help="default: PKB_PROFILE")
     parser.add_argument("--bundle", type=Path, default=Path("examples/symm"))
     parser.add_argument("--cases", choices=["dev", "eval"], default=None)
     parser.add_argument("--naive", action="store_true", help="also time the simple approach")
     parser.add_argument("--json", type=Path, help="write the numbers here too")
+    parser.add_argument("--spread", type=Path, nargs="+", help="--json reports of runs")
+    parser.add_argument("--md", type=Path, help="--spread: write the table here too")
     args = parser.parse_args(argv)
+    if args.spread:
+        table = spread_table([json.loads(path.read_text()) for path in args.spread])
+        print(table)
+        if args.md:
+            args.md.write_text(table)
+        return 0
     os.environ.update(NO_MULTICAST)
 
     settings = load_settings(_with_profile(args.profile))
@@ -59,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     bundle = _bundle(args.bundle)
     slugs = sorted(bundle.solutions)
 
-    REFERENCE_TIMES.clear()  # the reference is timed afresh, as the naive path must do
     began = time.monotonic()
     results, environment = evaluate_bundle(
         bundle, slugs=slugs, profile=profile, settings=settings, evaluation_id=str(uuid.uuid4())
@@ -69,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         "profile": profile.name,
         "cases": profile.case_kind,
         "bundle": str(args.bundle),
-        "settings": {k: getattr(settings, k) for k in ("trials", "warmup", "iters", "rotation")},
+        "settings": {
+            k: getattr(settings, k) for k in ("trials", "warmup", "iters", "rounds", "rotation")
+        },
         "environment": environment,
         "results": [r.to_json() for r in results],
         "evaluator_wall_s": ours_s,
@@ -95,6 +115,14 @@ def _fmt_us(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} us"
+
+
+def _fmt_speedup(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "-"
+    if low is None or high is None:
+        return f"{value:.2f}x"
+    return f"{value:.2f}x ({low:.2f}-{high:.2f})"
 
 
 def _fmt_frac(value: float | None) -> str:
@@ -136,7 +164,7 @@ def results_table(results: list[ProblemResult], environment: dict[str, Any]) -> 
                 continue
             floor = case.floor_us
             ref_roof = floor / case.ref_time_us if floor and case.ref_time_us else None
-            speed = case.ref_time_us / case.time_us if case.time_us and case.ref_time_us else None
+            speed = case.speedup
             rows.append(
                 (
                     result.slug,
@@ -147,7 +175,7 @@ def results_table(results: list[ProblemResult], environment: dict[str, Any]) -> 
                     _fmt_frac(ref_roof),
                     _fmt_us(case.time_us),
                     _fmt_frac(case.roofline),
-                    "-" if speed is None else f"{speed:.2f}x",
+                    _fmt_speedup(speed, case.speedup_low, case.speedup_high),
                     str(result.status),
                 )
             )
@@ -164,6 +192,59 @@ def results_table(results: list[ProblemResult], environment: dict[str, Any]) -> 
     if bandwidth:
         lines.append(f"peer bandwidth (GB/s): {bandwidth}")
     return "\n".join(lines)
+
+
+# --- repeatability ----------------------------------------------------------------------
+
+SPREAD_LIMITS = ((200.0, 0.02), (0.0, 0.05))  # (from this time in us, the max/min spread)
+
+
+def case_speedup(case: dict[str, Any]) -> float | None:
+    if case.get("speedup"):
+        return float(case["speedup"])
+    if case.get("time_us") and case.get("ref_time_us"):
+        return float(case["ref_time_us"]) / float(case["time_us"])
+    return None
+
+
+def spread_table(reports: list[dict[str, Any]]) -> str:
+    """Per case: every run's speedup, max/min - 1, and whether it is within the limit."""
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for report in reports:
+        for result in report["results"]:
+            for case in result.get("cases", []):
+                key = (result["slug"], f"{case['case']} ({case['dtype']})")
+                runs.setdefault(key, []).append(case)
+    names = " | ".join(f"run {i + 1}" for i in range(len(reports)))
+    lines = [
+        f"| problem | case | time | {names} | max/min | limit | within |",
+        "|---" * (len(reports) + 6) + "|",
+    ]
+    lines += [_spread_row(slug, name, cases, len(reports)) for (slug, name), cases in runs.items()]
+    walls = ", ".join(f"{r.get('evaluator_wall_s', 0):.1f} s" for r in reports)
+    lines += ["", f"Evaluator wall time per run: {walls}."]
+    return "\n".join(lines) + "\n"
+
+
+def _spread_row(slug: str, name: str, cases: list[dict[str, Any]], runs: int) -> str:
+    # The limit goes by the case's median time over the runs.
+    times = sorted(c["time_us"] for c in cases if c.get("time_us"))
+    time_us = times[len(times) // 2] if times else 0.0
+    limit = next(limit for start, limit in SPREAD_LIMITS if time_us >= start)
+    speedups = [case_speedup(c) for c in cases]
+    cells = " | ".join(
+        _fmt_speedup(v, c.get("speedup_low"), c.get("speedup_high"))
+        for v, c in zip(speedups, cases, strict=True)
+    )
+    known = [v for v in speedups if v]
+    spread, within = "-", "-"
+    if known and len(known) == runs:
+        ratio = max(known) / min(known) - 1
+        spread, within = f"{100 * ratio:.1f}%", "yes" if ratio <= limit else "NO"
+    return (
+        f"| {slug} | {name} | {_fmt_us(time_us)} | {cells} | {spread} | {100 * limit:.0f}% "
+        f"| {within} |"
+    )
 
 
 # --- the simple approach, for comparison ---------------------------------------------

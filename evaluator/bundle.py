@@ -2,18 +2,25 @@
 
 A bundle is a .zip or .tar.gz holding one `<problem-slug>.py` per problem it solves (each
 defining a top-level `solution`), helper modules named `_something.py`, and source files
-for later native builds. Everything is checked in memory: sizes are counted while
-decompressing, never taken from headers, and no byte touches the disk until `write_to`,
-which refuses any path that would land outside its destination.
+for later native builds; a single `<problem-slug>.py` uploaded as is is a one-file bundle.
+Everything is checked in memory: sizes are counted while decompressing, never taken from
+headers, and no byte touches the disk until `write_to`, which refuses any path that would
+land outside its destination.
+
+Every malformed input is a BundleError, never another exception: the archive readers turn
+whatever the stdlib raises on corrupt data into one, and Python sources are measured
+before they are parsed (evaluator/sources.py).
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import lzma
 import os
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -21,6 +28,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from evaluator.sources import MAX_PYTHON_TOKENS, SourceError, parse_python
 
 MAX_BUNDLE_BYTES = 4 * 1024 * 1024
 MAX_MEMBERS = 64
@@ -40,10 +49,33 @@ _READ_CHUNK = 64 * 1024
 _MAX_TAR_STREAM = MAX_TOTAL_BYTES + 1024 * 1024
 _JUNK_DIRS = ("__MACOSX", "__pycache__")
 _JUNK_FILES = (".DS_Store",)
+# What zipfile and tarfile raise on corrupt input besides their own errors (measured by the
+# upload fuzzer, tests/redteam/test_upload_fuzz.py): a name flagged UTF-8 that is not
+# (UnicodeDecodeError, a ValueError), a header offset before the file's start ("negative
+# seek value"), a corrupt LZMA or bzip2 stream, a truncated header field.
+_ARCHIVE_ERRORS = (
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    zlib.error,
+    lzma.LZMAError,
+    EOFError,
+    NotImplementedError,
+    OSError,
+    ValueError,
+    struct.error,
+    IndexError,
+    KeyError,
+    OverflowError,
+)
 
 
 class BundleError(ValueError):
     """The upload is not an acceptable bundle; the message is meant for its author."""
+
+    def __init__(self, message: str) -> None:
+        # tarfile reads a name that is not UTF-8 with surrogate escapes, which no web page
+        # or JSON body can carry (a 500 where the message is shown): spell them \udcff.
+        super().__init__(message.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -96,6 +128,8 @@ def read_bundle(filename: str, data: bytes, *, known_slugs: Collection[str]) -> 
         members = list(_zip_members(data))
     elif data.startswith(b"\x1f\x8b"):
         members = list(_tar_members(data))
+    elif filename.lower().endswith(".py"):
+        members = [_single_file(filename, data)]
     else:
         raise BundleError(f"{filename} is not a .zip or .tar.gz archive")
     files = _files_of(members)
@@ -104,6 +138,17 @@ def read_bundle(filename: str, data: bytes, *, known_slugs: Collection[str]) -> 
 
 
 # --- archive formats -------------------------------------------------------------------
+
+
+def _single_file(filename: str, data: bytes) -> _Member:
+    """A bare Python file: the bundle of that one file, under its own name."""
+    if not filename.endswith(".py") or filename.startswith("_"):
+        raise BundleError(
+            f"{filename}: a single Python file must be named <problem-slug>.py, e.g. all-reduce.py"
+        )
+    if len(data) > MAX_MEMBER_BYTES:
+        raise BundleError(f"{filename}: larger than {MAX_MEMBER_BYTES} bytes")
+    return _Member(filename, False, data)
 
 
 def _zip_members(data: bytes) -> Iterator[_Member]:
@@ -133,8 +178,12 @@ def _zip_members(data: bytes) -> Iterator[_Member]:
                 yield _Member(name, False, content)
     except BundleError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
-        raise BundleError(f"a corrupt .zip archive: {exc}") from None
+    except UnicodeDecodeError:
+        raise BundleError(
+            "a corrupt .zip archive: a member's name is marked UTF-8 but is not valid UTF-8"
+        ) from None
+    except _ARCHIVE_ERRORS as exc:
+        raise BundleError(f"a corrupt .zip archive: {_reason(exc)}") from None
 
 
 def _tar_members(data: bytes) -> Iterator[_Member]:
@@ -164,10 +213,15 @@ def _tar_members(data: bytes) -> Iterator[_Member]:
                 yield _Member(name, False, content)
     except BundleError:
         raise
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except _ARCHIVE_ERRORS as exc:
         raise BundleError(
-            f"not a .zip or .tar.gz archive: the gzip data holds no readable tar ({exc})"
+            f"not a .zip or .tar.gz archive: the gzip data holds no readable tar ({_reason(exc)})"
         ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    # Some stdlib errors carry no message (a bare EOFError): name the error instead.
+    return str(exc) or type(exc).__name__
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -277,6 +331,10 @@ def _files_of(members: list[_Member]) -> dict[str, bytes]:
         if path in files:
             raise BundleError(f"{member.name}: appears twice in the bundle")
         files[path] = member.data
+        # Folders that only a file's path names are folders too: `a.py` beside `a.py/b.py`
+        # would pass here and fail when written out.
+        folders = path.split("/")[:-1]
+        dirs.update("/".join(folders[: i + 1]) for i in range(len(folders)))
     seen: dict[str, str] = {}
     for path in [*files, *dirs]:
         if path in files and path in dirs:
@@ -293,6 +351,7 @@ def _files_of(members: list[_Member]) -> dict[str, bytes]:
 def _check_sources(files: dict[str, bytes], known_slugs: Collection[str]) -> dict[str, str]:
     known = sorted(known_slugs)
     solutions: dict[str, str] = {}
+    tokens_left = MAX_PYTHON_TOKENS
     for path, data in files.items():
         base = path.rsplit("/", 1)[-1]
         if not base.endswith(SOURCE_SUFFIXES):
@@ -301,7 +360,11 @@ def _check_sources(files: dict[str, bytes], known_slugs: Collection[str]) -> dic
             )
         if not base.endswith(".py"):
             continue
-        tree = _parse_python(path, data)
+        try:
+            tree, tokens = parse_python(path, data, max_tokens=tokens_left)
+        except SourceError as exc:
+            raise BundleError(str(exc)) from None
+        tokens_left -= tokens
         if base.startswith("_"):
             continue
         if "/" in path:
@@ -322,21 +385,6 @@ def _check_sources(files: dict[str, bytes], known_slugs: Collection[str]) -> dic
             f"the bundle holds no <problem-slug>.py file (known problems: {', '.join(known)})"
         )
     return solutions
-
-
-def _parse_python(path: str, data: bytes) -> ast.Module:
-    try:
-        source = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(
-            f"{path} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from None
-    try:
-        return ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        raise BundleError(f"{path} line {exc.lineno}: {exc.msg}") from None
-    except ValueError as exc:  # NUL bytes in the source, on Python 3.11
-        raise BundleError(f"{path}: {exc}") from None
 
 
 def _defines_solution(tree: ast.Module) -> bool:

@@ -47,8 +47,13 @@ class ResultFlag(enum.StrEnum):
 
     BELOW_FLOOR = "below_floor"  # faster than the links can physically move its bytes
     # Bundle code replaced the harness's clocks, torch's timing or synchronisation
-    # functions, or the harness itself, in its rank process (docs/security.md).
+    # functions, or the harness itself, in its rank process; or a checked output does not
+    # match the digest its call committed to before it knew it was checked
+    # (docs/security.md).
     TAMPERED = "tampered"
+    # The times reported from the rank processes are shorter than the trusted parent's own
+    # clock allows, by more than the calibrated margin (evaluator/floor.py).
+    CLOCK_MISMATCH = "clock_mismatch"
 
 
 class EvaluationOutcome(enum.StrEnum):
@@ -153,6 +158,14 @@ class CaseResult:
     # fastest time the links allow; roofline = floor / time (1.0 = at the physical limit).
     floor_us: float | None = None
     roofline: float | None = None
+    # Reference and candidate timed in alternating rounds within this evaluation (A B A B):
+    # `speedup` is the median of the per-round ratios reference_us / candidate_us and
+    # speedup_low..speedup_high its distribution-free confidence interval (timing.py).
+    # Absent (None, []) in results written before contract 1 carried them.
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    rounds: list[dict[str, float]] = field(default_factory=list)  # reference_us, candidate_us
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CaseResult:
@@ -169,6 +182,9 @@ class ProblemResult:
     time_us: float | None = None  # sum over cases of the median times
     ref_time_us: float | None = None
     speedup: float | None = None  # geometric mean over cases of ref/candidate
+    # The geometric means over cases of the cases' interval ends (timing.py says why).
+    speedup_low: float | None = None
+    speedup_high: float | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     roofline: float | None = None  # mean over cases of floor / time

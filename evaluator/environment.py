@@ -20,8 +20,6 @@ import torch
 from evaluator.profiles import HardwareProfile
 
 NVIDIA_SMI_TIMEOUT_S = 20.0
-# What a reference time depends on besides the problem, its case and the world size.
-HOST_KEY_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "nccl", "cpu", "backend")
 
 
 def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
@@ -46,11 +44,6 @@ def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
         if topology:
             env["topology"] = topology
     return env
-
-
-def host_key(environment: dict[str, Any]) -> tuple[Any, ...]:
-    """The part of a reference time's cache key that names the hardware and software."""
-    return tuple(environment.get(name) for name in HOST_KEY_FIELDS)
 
 
 @functools.cache

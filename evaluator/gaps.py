@@ -3,9 +3,10 @@
     python -m evaluator.gaps [--iters 300] [--rounds 2]
 
 One process per GPU times the all-reduce problem's reference (NCCL) through the harness's
-own loop (`timing.run_timed`), with different work between calls: none, a copy of the output, the
-harness's checked-call questions (`ranks._CheckedOutputs`, answered by a helper process
-as the parent answers them), a blocking round trip per call, and idle or busy waits. On
+own former loop (`timing.run_timed`), with different work between calls: none, a copy of
+the output, a copy and its digest (what the harness's batches do between calls, see
+`evaluator.floor` for the batches themselves), a blocking round trip per call, and idle
+or busy waits. On
 GPU hosts an idle gap makes the next call slower (2026-11-22, 2x H200: a 2 ms sleep added
 about 80 us to a 1M-element all-reduce), which is why the reference and the candidate go
 through the same loop. Rank 0 prints the median and spread of the slowest rank per call.
@@ -26,8 +27,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.ranks import NO_MULTICAST, _CheckedOutputs
-from evaluator.timing import copy_output, run_timed
+from evaluator.ranks import NO_MULTICAST
+from evaluator.timing import copy_output, digest, run_timed
 from problems.collective.all_reduce import solution as all_reduce
 
 SIZES = (1 << 20, 1 << 24, 1 << 26)
@@ -53,19 +54,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _answerer(conn: Connection) -> None:
-    """Answers the checked-call questions as the parent does: call i is not checked."""
+    """Answers a question per call, as the parent answered the former checked-call ones."""
     while True:
         question = json.loads(conn.recv_bytes())
         if question.get("stop"):
             return
         conn.send(("answer", question["step"], [question["call"], False]))
-
-
-class _Asker:
-    """Enough of a rank worker for `_CheckedOutputs`: the channel and the command step."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.step = conn, 1
 
 
 def _rank(rank: int, world: int, args: argparse.Namespace) -> None:
@@ -99,10 +93,6 @@ def _variants(conn: Connection) -> dict[str, Callable[[], tuple[Hook | None, Cal
     def done() -> None:
         return None
 
-    def questions() -> tuple[Hook, Callable[[], Any]]:
-        outputs = _CheckedOutputs(_Asker(conn))  # type: ignore[arg-type]
-        return outputs.after_call, outputs.finish
-
     def round_trip(i: int, out: Any) -> None:
         conn.send_bytes(json.dumps({"step": 1, "call": i}).encode())
         conn.recv()
@@ -121,7 +111,7 @@ def _variants(conn: Connection) -> dict[str, Callable[[], tuple[Hook | None, Cal
     return {
         "nothing": lambda: (None, done),
         "copy": lambda: (lambda i, out: copy_output(out), done),
-        "harness questions": questions,
+        "copy and digest": lambda: (lambda i, out: digest(copy_output(out)), done),
         "blocking round trip": lambda: (round_trip, done),
         "busy 200 us": lambda: (wait(200e-6, busy=True), done),
         "sleep 200 us": lambda: (wait(200e-6, busy=False), done),

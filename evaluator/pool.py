@@ -13,7 +13,9 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from multiprocessing import reduction
@@ -300,6 +302,42 @@ def wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
         time.sleep(0.05)
 
 
+class EvaluationStopped(Exception):
+    """The portal called the attempt off (cancelled, or superseded by a requeue): the
+    evaluation ends without a result, since none would be recorded."""
+
+
+# Stopping is asked from another thread (the one watching the portal's stop signal) while
+# the evaluating thread waits on its ranks: that thread only kills the ranks' processes;
+# the evaluating thread sees them die, learns why here, and cleans up as after any failure.
+_stop_reason: list[str] = []
+_stop_lock = threading.Lock()
+_live_pools: weakref.WeakSet[RankPools] = weakref.WeakSet()
+
+
+def request_stop(reason: str) -> None:
+    """Stop this process's evaluation: kill every rank now, refuse to start new ones."""
+    with _stop_lock:
+        if not _stop_reason:
+            _stop_reason.append(reason)
+        pools = list(_live_pools)
+    for pools_of_bundle in pools:
+        pools_of_bundle.kill_processes()
+
+
+def clear_stop() -> None:
+    """A new evaluation begins: a stop asked of the last one does not apply."""
+    with _stop_lock:
+        _stop_reason.clear()
+
+
+def raise_if_stopped() -> None:
+    with _stop_lock:
+        reason = _stop_reason[0] if _stop_reason else ""
+    if reason:
+        raise EvaluationStopped(reason)
+
+
 class EvaluatorError(RuntimeError):
     """The host cannot evaluate at all (no GPUs, ranks that never start): not the bundle's fault."""
 
@@ -350,11 +388,13 @@ class RankPools:
         self.candidate = RankPool("candidate", world_size)
         self.generation = 0
         self.step = 0
+        _live_pools.add(self)
 
     def log_path(self, rank: int) -> Path:
         return self.logs / f"candidate-{rank}.log"
 
     def ensure_started(self) -> None:
+        raise_if_stopped()
         if not self.judge.procs:
             self.kill()
             self._start(judges=True)
@@ -387,6 +427,7 @@ class RankPools:
             replies = gather(pools, 0, POOL_START_TIMEOUT_S)
         except (RankDied, PoolTimeout) as exc:
             self.kill()
+            raise_if_stopped()
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
@@ -428,6 +469,7 @@ class RankPools:
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
         except (OSError, RankDied, PoolTimeout) as exc:
             self.kill()
+            raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
 
     def command(
@@ -443,13 +485,20 @@ class RankPools:
         An error from any rank ends the wait at once: its peers are likely stuck inside a
         collective, so waiting for the deadline would only waste it.
         """
+        raise_if_stopped()
         self.step += 1
         pools = []
-        for pool, order in ((self.judge, judge), (self.candidate, candidate)):
-            if order is not None:
-                pool.send(order[0], self.step, order[1])
-                pools.append(pool)
-        return gather(pools, self.step, timeout_s, decisive=_is_error, conversation=conversation)
+        try:
+            for pool, order in ((self.judge, judge), (self.candidate, candidate)):
+                if order is not None:
+                    pool.send(order[0], self.step, order[1])
+                    pools.append(pool)
+            return gather(
+                pools, self.step, timeout_s, decisive=_is_error, conversation=conversation
+            )
+        except (RankDied, PoolTimeout, ProtocolViolation):
+            raise_if_stopped()  # ranks killed by a stop are not the bundle's failure
+            raise
 
     def sweep_orphans(self) -> list[int]:
         """Kill what bundle code detached from its process group (the evaluating process
@@ -482,6 +531,17 @@ class RankPools:
         self.candidate.kill()
         self.judge.kill()
         self.sweep_orphans()
+
+    def kill_processes(self) -> None:
+        """SIGKILL every rank and what it started, from any thread: it only signals, and
+        leaves the pipes and records to the evaluating thread's `kill` or `stop`."""
+        for pool in (self.candidate, self.judge):
+            groups = list(pool.groups)
+            for group in groups:
+                _signal_group(group)
+            for pid in pool.pids:
+                if pid not in groups:
+                    _signal_pid(pid)
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""

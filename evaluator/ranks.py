@@ -19,7 +19,6 @@ import ctypes
 import importlib.util
 import io
 import json
-import math
 import os
 import resource
 import signal
@@ -38,7 +37,7 @@ import torch.distributed as dist
 
 from evaluator import sandbox, timing
 from evaluator.compare import ForeignValue, compare
-from evaluator.timing import copy_output, run_timed, tampering
+from evaluator.timing import copy_output, digest, digest_values, run_batch, tampering
 from problems.spec import Case, InputContext, Problem
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -105,6 +104,10 @@ def _serve(conn: Connection, setup: RankSetup, worker_class: type[_Worker]) -> N
         for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
             print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
     worker = worker_class(setup, device, conn)
+    # The harness's own kernels load now, not in the first timed round of a fresh
+    # process, where the parent's clock would count them against the candidate.
+    digest_values([digest(copy_output(torch.zeros(4, device=device)))])
+    worker.synchronize()
     _reply(conn, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
     while True:
         try:
@@ -154,24 +157,26 @@ class _Worker:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def timed_loop(
-        self, fn: Callable[..., Any], case: Case, seeds: list[int]
+    def timed_round(
+        self, fn: Callable[..., Any], case: Case, seeds: list[int], warmup: int
     ) -> tuple[list[float], list[Any]]:
-        """Time `fn` on fresh inputs, one seed per call; return the times and copies of the
-        outputs of the calls the parent says are checked.
+        """One round: `warmup` calls, then the others, each batch's inputs made before it;
+        the times of every call, and copies of the outputs the parent says are checked.
 
-        The reference and the candidate both go through here, so the work between two
-        calls (which changes how fast the next call starts: an idle GPU is a slower one)
-        is the same for both."""
-        outputs = _CheckedOutputs(self)
-        times = run_timed(
-            fn,
-            lambda i: self.inputs(case, seeds[i]),
-            calls=len(seeds),
-            device=self.device,
-            after_call=outputs.after_call,
-        )
-        return times, outputs.finish()
+        The timed calls' inputs are made only after the warm-up calls have run, so that no
+        warm-up call (whose time is dropped) can see them and work ahead. The reference
+        and the candidate both go through here, so the work between and around calls is
+        the same for both."""
+        times = self.batch(fn, case, seeds[:warmup], _Commitment(self, keep=False))
+        timed = _Commitment(self)
+        times += self.batch(fn, case, seeds[warmup:], timed)
+        return times, timed.reveal()
+
+    def batch(
+        self, fn: Callable[..., Any], case: Case, seeds: list[int], commitment: _Commitment
+    ) -> list[float]:
+        inputs = [self.inputs(case, seed) for seed in seeds]
+        return run_batch(fn, inputs, device=self.device, after_call=commitment.after_call)
 
 
 class _Judge(_Worker):
@@ -230,7 +235,9 @@ class _Judge(_Worker):
                 worst = found
         if len(actuals) < len(seeds):
             return {"ok": True, "skipped": True}
-        return {"ok": True, "verdict": worst}
+        # What the candidate shipped, reduced as its harness reduced the output of the call:
+        # the parent holds the digest each call committed to before it knew it was checked.
+        return {"ok": True, "verdict": worst, "digests": [_digest_of(a) for a in actuals]}
 
     def _receive(self) -> Any:
         """The candidate's outputs, or None when it failed before producing any."""
@@ -264,7 +271,7 @@ class _Judge(_Worker):
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
         assert self.problem is not None
         case, seeds = Case.from_json(payload["case"]), payload["seeds"]
-        times, _ = self.timed_loop(self.problem.reference, case, seeds)
+        times, _ = self.timed_round(self.problem.reference, case, seeds, payload["warmup"])
         return {"ok": True, "times_us": times}
 
 
@@ -320,7 +327,7 @@ class _Candidate(_Worker):
     def _time(self, payload: dict[str, Any]) -> dict[str, Any]:
         case, seeds = Case.from_json(payload["case"]), payload["seeds"]
         before = tampering()
-        times, checked = self.timed_loop(self.solution, case, seeds)
+        times, checked = self.timed_round(self.solution, case, seeds, payload["warmup"])
         after = tampering()
         for out in checked:
             self._ship(out)
@@ -352,21 +359,23 @@ class _Candidate(_Worker):
             self.peer.send_bytes(_json({"ok": False}))
 
 
-class _CheckedOutputs:
-    """Which timed outputs the judge checks, learnt call by call and only afterwards.
+class _Commitment:
+    """Commit, then reveal: the outputs of one batch of calls, fixed before anyone knows
+    which are checked.
 
-    After call i returns, its output is copied on the device (fixed before anyone knows
-    whether it is checked) and the parent is told that call i is done. The parent's answer,
-    whether call i is checked, is collected when it has come, at the latest LAG calls
-    later: the loop does not wait for the parent after every call, which would leave the
-    GPU idle between calls. Copies of checked calls are kept, the others dropped."""
+    After call i returns, its output is copied on the device (a solution may reuse its
+    output buffer in the next call) and the copy reduced to a digest, both queued behind
+    the call without waiting for it. After the batch, the digests go to the parent in one
+    message (`reveal`), and only then does the parent say which of the calls the judge
+    checks; the copies of those are shipped and the judge digests them again. Bundle code
+    that drives this protocol itself must commit to digests before it knows which calls
+    count, so skipping the work of unchecked calls is caught as often as a wrong answer."""
 
-    LAG = 2
-
-    def __init__(self, worker: _Worker) -> None:
+    def __init__(self, worker: _Worker, *, keep: bool = True) -> None:
         self.worker = worker
-        self.pending: dict[int, Any] = {}  # call -> copy of its output, awaiting the answer
-        self.checked: list[Any] = []
+        self.keep = keep  # warm-up calls do the same work, and keep nothing
+        self.copies: list[Any] = []
+        self.digests: list[torch.Tensor] = []
 
     def after_call(self, index: int, out: Any) -> None:
         if not plain_output(out):
@@ -375,30 +384,31 @@ class _CheckedOutputs:
                 f"a timed call returned {_type_name(out)}: outputs must be torch.Tensor "
                 "objects or a tuple or list of them (tensor subclasses are not accepted)"
             )
-        self.pending[index] = copy_output(out)
+        copy = copy_output(out)
+        commitment = digest(copy)
+        if self.keep:
+            self.copies.append(copy)
+            self.digests.append(commitment)
+
+    def reveal(self) -> list[Any]:
+        """Send the commitments; the copies of the calls the parent then names."""
         worker = self.worker
-        worker.conn.send_bytes(_json({"step": worker.step, "ask": "checked", "call": index}))
-        self._collect(until=index - self.LAG)
+        commitment = {"step": worker.step, "ask": "commit", "digests": digest_values(self.digests)}
+        worker.conn.send_bytes(_json(commitment))
+        message = worker.conn.recv()
+        if not (
+            isinstance(message, tuple)
+            and message[:2] == ("answer", worker.step)
+            and isinstance(message[2], list)
+        ):
+            raise RuntimeError("the harness expected the checked calls of its batch")
+        return [self.copies[i] for i in message[2]]
 
-    def finish(self) -> list[Any]:
-        self._collect(until=math.inf)
-        return self.checked
 
-    def _collect(self, *, until: float) -> None:
-        """Take the answers that have come, and wait for those of calls up to `until`."""
-        conn = self.worker.conn
-        while self.pending and (min(self.pending) <= until or conn.poll(0)):
-            message = conn.recv()
-            call = min(self.pending)
-            if not (
-                isinstance(message, tuple)
-                and message[:2] == ("answer", self.worker.step)
-                and message[2][0] == call
-            ):
-                raise RuntimeError(f"the harness expected the answer for call {call}")
-            copy = self.pending.pop(call)
-            if message[2][1]:
-                self.checked.append(copy)
+def _digest_of(value: Any) -> list[int] | None:
+    if not plain_output(value):
+        return None  # a ForeignValue: no output of the harness, a wrong answer already
+    return digest_values([digest(value)])[0]
 
 
 # What torch.topk, torch.max(dim=...) and friends return: C tuples, taken at import, before
@@ -517,17 +527,22 @@ def _reply(conn: Connection, data: dict[str, Any]) -> None:
 for _owner, _name in (
     (_Candidate, "_time"),
     (_Candidate, "_ship"),
-    (_Worker, "timed_loop"),
-    (_CheckedOutputs, "after_call"),
-    (_CheckedOutputs, "_collect"),
+    (_Worker, "timed_round"),
+    (_Worker, "inputs"),
+    (_Worker, "batch"),
+    (_Commitment, "after_call"),
+    (_Commitment, "reveal"),
     (Connection, "send_bytes"),
     (Connection, "recv"),
     (Connection, "recv_bytes"),
     (_Candidate, "handle"),
-    (sys.modules[__name__], "run_timed"),
+    (sys.modules[__name__], "run_batch"),
+    (sys.modules[__name__], "digest"),
     (sys.modules[__name__], "_reply"),
-    (timing, "run_timed"),
-    (timing, "_timed_call"),
+    (timing, "run_batch"),
+    (timing, "_cuda_batch"),
+    (timing, "digest"),
+    (timing, "_tensor_digest"),
     (timing, "_perf_counter"),
     (timing, "_event_elapsed"),
     (timing, "_cuda_sync"),

@@ -13,6 +13,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from evaluator import sandbox
 from evaluator.bundle import Bundle
 from evaluator.compile import ImportFailure, import_solutions
 from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
-from evaluator.environment import environment_fingerprint, host_key
+from evaluator.environment import environment_fingerprint
 from evaluator.pool import (
     Conversation,
     EvaluatorError,
@@ -45,20 +46,21 @@ from evaluator.ranks import NO_MULTICAST
 from evaluator.runtime import EXTENSION_CACHE_ENV
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings
-from evaluator.timing import TimingSummary, summarize
+from evaluator.timing import median_interval, round_time
 from problems.registry import all_problems
 from problems.spec import Case, Problem
 
 log = logging.getLogger(__name__)
 
-# Reference timings of this process, keyed by everything the time depends on.
-REFERENCE_TIMES: dict[tuple[Any, ...], TimingSummary] = {}
 # The host's peer bandwidth (GB/s) by (profile, world size), measured once per process.
 PEER_BANDWIDTH: dict[tuple[str, int], dict[str, float]] = {}
 # The rendezvous of symmetric memory alone takes ~3 s the first time.
 PROBE_TIMEOUT_S = 120.0
 
 Progress = Callable[[int, int, str], None]
+# Called after each pair of rounds with (problem slug, case name, the pair's numbers):
+# what `evaluator.floor --calibrate` reads to calibrate the trusted clock's margin.
+RoundObserver = Callable[[str, str, dict[str, Any]], None]
 
 
 def evaluate_bundle(
@@ -70,6 +72,7 @@ def evaluate_bundle(
     evaluation_id: str,
     on_progress: Progress | None = None,
     problems: Mapping[str, Problem] | None = None,
+    on_round: RoundObserver | None = None,
 ) -> tuple[list[ProblemResult], dict[str, Any]]:
     """Judge the bundle's solutions of `slugs`, in that order, on `profile`'s ranks.
 
@@ -131,7 +134,7 @@ def evaluate_bundle(
                 profile=profile,
                 settings=settings,
                 evaluation_id=evaluation_id,
-                host=host_key(environment),
+                on_round=on_round,
             )
             for slug in slugs
         ]
@@ -338,10 +341,12 @@ class _ProblemRun:
     profile: HardwareProfile
     settings: Settings
     evaluation_id: str
-    host: tuple[Any, ...] = ()  # environment.host_key: part of the reference time's key
+    on_round: RoundObserver | None = None
     import_failure: ImportFailure | None = None  # from the compile pass
     bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
     deadline: float = 0.0
+    # Bundle code may have patched its processes: not kept for the next problem.
+    restart_candidates: bool = False
     result: ProblemResult = field(init=False)
 
     def __post_init__(self) -> None:
@@ -382,6 +387,8 @@ class _ProblemRun:
             self.result.max_abs_err = _finite(failure.max_abs_err)
             self.result.max_rel_err = _finite(failure.max_rel_err)
         finally:
+            if self.restart_candidates:
+                self.pools.candidate_failed()
             self.result.log = self.pools.logs_since(marks)
             for done in self.result.cases:
                 done.max_abs_err = _finite(done.max_abs_err)
@@ -487,10 +494,7 @@ class _ProblemRun:
             order = {"case": case.to_json(), "seed": seed}
             replies = self._command(judge=("check", order), candidate=("run", order))
             self._judged(replies, case, result, timed=False)
-        timing = self._time_candidate(case, result)
-        result.time_us, result.time_spread_us = timing.median_us, timing.spread_us
-        result.iterations = timing.iterations
-        result.ref_time_us = self._reference_time(case).median_us
+        self._time_side_by_side(case, result)
         result.passed = True
 
     def _judged(self, replies: list[Reply], case: Case, result: CaseResult, *, timed: bool) -> None:
@@ -532,41 +536,161 @@ class _ProblemRun:
             max_rel_err=max(_num(v.get("max_rel_err")) for v in worst),
         )
 
-    def _timing_order(self, case: Case) -> dict[str, Any]:
-        # One seed per call, warm-up included: every call gets inputs of its own.
-        calls = self.settings.warmup + self.settings.iters
-        return {
-            "case": case.to_json(),
-            "seeds": [self._seed(case, "timing", k) for k in range(calls)],
-        }
+    @property
+    def calls_per_round(self) -> int:
+        return max(1, math.ceil(self.settings.iters / self.settings.rounds))
 
-    def _checked_calls(self) -> list[int]:
-        """Timed calls whose outputs the judge checks: the last and others drawn at random
-        here, where bundle code cannot see the draw: each candidate rank learns that a
-        call is checked only after the call has returned (`_CheckedCalls`)."""
-        first, calls = self.settings.warmup, self.settings.warmup + self.settings.iters
-        others = list(range(first, calls - 1))
+    def _checked_calls(self) -> dict[int, list[int]]:
+        """Timed calls whose outputs the judge checks, by round: the last call of the last
+        round and others drawn at random over all rounds, here, where bundle code cannot
+        see the draw. A candidate rank learns a round's checked calls only after it has
+        committed to the outputs of all of them (`_Commit`)."""
+        rounds, calls = self.settings.rounds, self.calls_per_round
+        others = [(k, i) for k in range(rounds) for i in range(calls)][:-1]
         count = min(len(others), self.settings.timed_checks - 1)
-        return sorted({calls - 1, *random.SystemRandom().sample(others, max(0, count))})
+        drawn = {(rounds - 1, calls - 1), *random.SystemRandom().sample(others, max(0, count))}
+        plan: dict[int, list[int]] = {}
+        for k, i in sorted(drawn):
+            plan.setdefault(k, []).append(i)
+        return plan
 
-    def _time_candidate(self, case: Case, result: CaseResult) -> TimingSummary:
-        order = self._timing_order(case)
-        checked = self._checked_calls()
-        check = {"case": case.to_json(), "seeds": [order["seeds"][i] for i in checked]}
-        replies = self._command(
-            _CheckedCalls(checked, calls=len(order["seeds"]), kind="candidate"),
-            judge=("check", check),
-            candidate=("time", order),
+    def _time_side_by_side(self, case: Case, result: CaseResult) -> None:
+        """Reference and candidate rounds alternate on the same inputs (A B A B ...): both
+        are timed in the same minutes, and each pair gives one speedup."""
+        plan = self._checked_calls()
+        reference: list[_Round] = []
+        for k in range(self.settings.rounds):
+            # One seed per call, warm-up included: every call gets inputs of its own; the
+            # pair's two rounds get the same ones.
+            seeds = [
+                self._seed(case, "timing", k, j)
+                for j in range(self.settings.warmup + self.calls_per_round)
+            ]
+            reference.append(self._reference_round(case, seeds))
+            candidate = self._round(case, seeds, kind="candidate", checked=plan.get(k, []))
+            self._judged(candidate.replies, case, result, timed=True)
+            self._check_commitments(candidate)
+            self._check_tampering(candidate)
+            pair = {"reference_us": reference[-1].time_us, "candidate_us": candidate.time_us}
+            result.rounds.append(pair)
+            mismatch = self._check_clock(candidate, reference)
+            if self.on_round is not None:
+                self.on_round(self.slug, case.name, _observed(pair, reference[-1], candidate))
+            if mismatch:
+                break  # the times of this process are not to be believed any longer
+        self._speedup(result)
+
+    def _reference_round(self, case: Case, seeds: list[int]) -> _Round:
+        # The reference's time is not the candidate's: give the deadline back afterwards.
+        began = time.monotonic()
+        self.deadline = max(self.deadline, began + self.settings.problem_timeout_s)
+        timed = self._round(case, seeds, kind="judge", checked=[])
+        self.deadline += time.monotonic() - began
+        return timed
+
+    def _round(self, case: Case, seeds: list[int], *, kind: str, checked: list[int]) -> _Round:
+        """One round of `kind`'s pool ("judge" times the reference), its checked calls'
+        outputs compared by the judge in the same command."""
+        warmup = self.settings.warmup
+        order: dict[str, Any] = {"case": case.to_json(), "seeds": seeds, "warmup": warmup}
+        orders: dict[str, tuple[str, Any]] = {kind: ("time", order)}
+        if checked:
+            check = {"case": case.to_json(), "seeds": [seeds[warmup + i] for i in checked]}
+            orders["judge"] = ("check", check)
+        commit = _Commit(checked, calls=len(seeds), warmup=warmup, kind=kind)
+        commit.sent_at = time.monotonic()
+        replies = self._command(commit, **orders)
+        timed = sorted((r for r in replies if r.kind == kind), key=lambda r: r.rank)
+        per_rank = [r.data["times_us"] for r in timed]
+        overheads = [
+            commit.committed_at[r.rank] - commit.sent_at - sum(r.data["times_us"]) / 1e6
+            for r in timed
+        ]
+        return _Round(
+            time_us=round_time([times[warmup:] for times in per_rank]),
+            overhead_s=max(overheads),
+            reported_s=[sum(times) / 1e6 for times in per_rank],
+            observed_s=[commit.committed_at[r.rank] - commit.sent_at for r in timed],
+            commit=commit,
+            replies=replies,
         )
-        self._judged(replies, case, result, timed=True)
-        candidates = [r for r in replies if r.kind == "candidate"]
+
+    def _check_commitments(self, timed: _Round) -> None:
+        """Each checked output is the one its call committed to, digest for digest."""
+        commit = timed.commit
+        for reply in sorted(timed.replies, key=lambda r: r.rank):
+            if reply.kind != "judge":
+                continue
+            shipped = reply.data.get("digests") or []
+            committed = commit.digests[reply.rank]
+            for k, call in enumerate(commit.checked):
+                if k < len(shipped) and shipped[k] == committed[call]:
+                    continue
+                why = (
+                    f"rank {reply.rank}: the output shipped for timed call {call} of a round "
+                    "is not the one the call committed to"
+                )
+                self._flag(ResultFlag.TAMPERED, why)
+                self.restart_candidates = True
+                raise _Failure(
+                    ProblemStatus.WRONG_ANSWER,
+                    f"{why}: only bundle code that drives the harness's protocol does that",
+                )
+
+    def _check_tampering(self, timed: _Round) -> None:
+        candidates = [r for r in timed.replies if r.kind == "candidate"]
         tampered = sorted({str(n) for r in candidates for n in r.data.get("tampered") or []})
         if tampered:
             self._flag(ResultFlag.TAMPERED, f"bundle code replaced {', '.join(tampered)}")
             # Whatever it patched stays patched in these processes: not for the next problem.
-            self.pools.candidate_failed()
-        warmup = self.settings.warmup
-        return summarize([r.data["times_us"][warmup:] for r in candidates])
+            self.restart_candidates = True
+
+    def _check_clock(self, candidate: _Round, reference: list[_Round]) -> bool:
+        """The parent's own clock against the times reported from the rank processes.
+
+        What the parent observed of a round (from sending it to receiving the ranks'
+        commitments, after their final synchronise) is the calls plus the harness's own
+        work around them: making inputs, copies, digests, messages. That overhead is
+        measured in this very case on the reference's rounds, which run the same harness
+        code on the same inputs. A candidate round whose unexplained time exceeds the
+        reference's largest by more than the margin spent time its reported calls do not
+        show; reported calls longer than the observed round are impossible outright."""
+        allowed = max(r.overhead_s for r in reference) * (1 + self.settings.clock_margin_rel)
+        allowed += self.settings.clock_margin_s
+        for rank, (reported, observed) in enumerate(
+            zip(candidate.reported_s, candidate.observed_s, strict=True)
+        ):
+            hidden = observed - reported
+            if reported > observed * 1.01 + 1e-3:
+                why = (
+                    f"rank {rank} reported {reported * 1e3:.1f} ms of calls in a round the "
+                    f"evaluator saw take {observed * 1e3:.1f} ms"
+                )
+            elif hidden > allowed:
+                why = (
+                    f"rank {rank} reported {reported * 1e3:.1f} ms of calls in a round the "
+                    f"evaluator saw take {observed * 1e3:.1f} ms; the harness's own work "
+                    f"around the reference's calls took at most {allowed * 1e3:.1f} ms "
+                    "(margin included)"
+                )
+            else:
+                continue
+            self._flag(ResultFlag.CLOCK_MISMATCH, why)
+            self.restart_candidates = True
+            return True
+        return False
+
+    def _speedup(self, result: CaseResult) -> None:
+        pairs = result.rounds
+        candidate = [p["candidate_us"] for p in pairs]
+        reference = [p["reference_us"] for p in pairs]
+        result.time_us = statistics.median(candidate)
+        result.time_spread_us = _iqr(candidate)
+        result.ref_time_us = statistics.median(reference)
+        result.iterations = len(pairs) * self.calls_per_round
+        ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
+        if ratios:
+            result.speedup, result.speedup_low, result.speedup_high = median_interval(ratios)
 
     def _flag(self, flag: ResultFlag, why: str) -> None:
         if str(flag) not in self.result.flags:
@@ -575,72 +699,97 @@ class _ProblemRun:
             note = f"flagged {flag}: {why}"
             self.result.message = f"{self.result.message}; {note}" if self.result.message else note
 
-    def _reference_time(self, case: Case) -> TimingSummary:
-        assert self.problem is not None
-        key = (
-            self.problem.version,
-            case.name,
-            case.dtype,
-            tuple(sorted(case.params.items())),
-            self.profile.world_size,
-            *self.host,
-        )
-        cached = REFERENCE_TIMES.get(key)
-        if cached is not None:
-            return cached
-        began = time.monotonic()
-        # The reference's time is not the candidate's: give the deadline back afterwards.
-        self.deadline = max(self.deadline, began + self.settings.problem_timeout_s)
-        # The reference's loop asks about checked calls too (and drops the copies): the
-        # work between calls is the same as the candidate's.
-        order = self._timing_order(case)
-        checks = _CheckedCalls(self._checked_calls(), calls=len(order["seeds"]), kind="judge")
-        replies = self._command(checks, judge=("time", order))
-        self.deadline += time.monotonic() - began
-        summary = summarize([r.data["times_us"][self.settings.warmup :] for r in replies])
-        REFERENCE_TIMES[key] = summary
-        return summary
-
     def _summarize(self) -> None:
         cases = self.result.cases
         self.result.time_us = sum(c.time_us or 0.0 for c in cases)
         self.result.ref_time_us = sum(c.ref_time_us or 0.0 for c in cases)
-        ratios = [c.ref_time_us / c.time_us for c in cases if c.time_us and c.ref_time_us]
-        if ratios and len(ratios) == len(cases):
-            self.result.speedup = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        # The geometric mean of the cases' medians, and of their intervals' ends: when every
+        # case's interval holds its true median (probability at least 1 - m * 5% for m
+        # cases, by Bonferroni), the geometric mean of the true medians lies in between.
+        for name in ("speedup", "speedup_low", "speedup_high"):
+            values = [getattr(c, name) for c in cases]
+            if cases and all(v for v in values):
+                setattr(self.result, name, _geomean(values))
         self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
         self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
         apply_roofline(self.result, self.bandwidth_gbps)
 
 
-class _CheckedCalls(Conversation):
-    """During a timed loop each rank of the timed pool (`kind`) says when call i has
-    returned, and is told whether the judge checks call i. The questions come in call
-    order, once per call and rank, and the loop's reply only after the last call: anything
-    else is not the harness talking."""
+@dataclass
+class _Round:
+    time_us: float  # the mean over timed calls of the slowest rank's time
+    overhead_s: float  # the largest, over ranks, of observed minus reported
+    reported_s: list[float]  # per rank: the sum of its reported call times, warm-up included
+    observed_s: list[float]  # per rank: from sending the round to its commitment, parent's clock
+    commit: _Commit
+    replies: list[Reply]
 
-    def __init__(self, checked: list[int], *, calls: int, kind: str) -> None:
-        self.checked, self.calls, self.kind = set(checked), calls, kind
-        self.asked: dict[int, int] = {}  # rank -> questions answered so far
 
-    def answer(self, question: Reply) -> list[Any]:
-        due = self.asked.get(question.rank, 0)
-        data = question.data
-        if question.kind != self.kind or data.get("ask") != "checked" or data.get("call") != due:
+class _Commit(Conversation):
+    """A round's one question: after its last call, each rank of the timed pool (`kind`)
+    commits to its timed calls' outputs (a digest each) and is told which of them the
+    judge checks. The parent's clock notes when each commitment came. The round's reply,
+    with the times, counts only after the commitment, and must report every call."""
+
+    def __init__(self, checked: list[int], *, calls: int, warmup: int, kind: str) -> None:
+        self.checked, self.calls, self.warmup, self.kind = sorted(checked), calls, warmup, kind
+        self.sent_at = 0.0
+        self.committed_at: dict[int, float] = {}
+        self.digests: dict[int, list[Any]] = {}
+
+    def answer(self, question: Reply) -> list[int]:
+        now = time.monotonic()
+        data, rank = question.data, question.rank
+        if question.kind != self.kind or data.get("ask") != "commit" or rank in self.digests:
             raise ProtocolViolation(
-                question.kind, question.rank, f"asked {str(data)[:80]} where call {due} was due"
+                question.kind, rank, f"asked {str(data)[:80]} where one commitment was due"
             )
-        self.asked[question.rank] = due + 1
-        return [due, due in self.checked]
+        digests = data.get("digests")
+        timed = self.calls - self.warmup
+        if not (isinstance(digests, list) and len(digests) == timed):
+            raise ProtocolViolation(
+                question.kind, rank, f"committed to something else than {timed} digests"
+            )
+        self.committed_at[rank], self.digests[rank] = now, digests
+        return list(self.checked)
 
     def check_reply(self, reply: Reply) -> None:
         if reply.kind != self.kind or not reply.data.get("ok"):
             return  # a failure may come at any call
-        done = self.asked.get(reply.rank, 0)
-        if done != self.calls:
+        if reply.rank not in self.digests:
             raise ProtocolViolation(
-                reply.kind, reply.rank, f"replied after {done} of {self.calls} timed calls"
+                reply.kind, reply.rank, "replied before committing to its outputs"
             )
+        times = reply.data.get("times_us")
+        if not (
+            isinstance(times, list)
+            and len(times) == self.calls
+            and all(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in times)
+        ):
+            raise ProtocolViolation(
+                reply.kind, reply.rank, f"reported something else than {self.calls} call times"
+            )
+
+
+def _observed(pair: dict[str, float], reference: _Round, candidate: _Round) -> dict[str, Any]:
+    return {
+        **pair,
+        "reference_overhead_s": reference.overhead_s,
+        "candidate_overhead_s": candidate.overhead_s,
+        "reference_observed_s": max(reference.observed_s),
+        "candidate_observed_s": max(candidate.observed_s),
+    }
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
 
 
 def _num(value: Any) -> float:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.profiles import DEFAULT_PROFILE, get_profile
+from evaluator.hostplan import visible_devices
+from evaluator.profiles import DEFAULT_PROFILE, HardwareProfile, get_profile
 from evaluator.sandbox import Identity, Limits
 from problems.spec import DTYPES, Case
 
@@ -27,6 +29,14 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # (warmup, iters): gloo on CPU is slow and noisy anyway; GPUs get more samples.
 _TIMING_DEFAULTS = {"gloo": (3, 20), "nccl": (10, 100)}
+# (rounds, clock margin in s): rounds of reference and candidate alternate, iters split
+# among them; 10 pairs give a 97.9% rank interval for the median speedup (timing.py).
+# The clock margin is the unexplained time a candidate round may show beyond the
+# reference's, on top of PKB_CLOCK_MARGIN_REL times it: `python -m evaluator.floor
+# --calibrate` measures it (docs/measurements/2026-11-23-trusted-clock.md).
+# On CPU (development, CI on shared cores) the margin is wide: a loaded machine can stall
+# a process for hundreds of milliseconds, and gloo results are not what teams race on.
+_ROUND_DEFAULTS = {"gloo": (3, 1.0), "nccl": (10, 0.005)}
 
 
 class SettingsError(ValueError):
@@ -50,10 +60,16 @@ class Settings:
     # Outputs of timed calls the judge checks, the last included. A solution that replays
     # stale outputs on a share f of the calls escapes with probability (1 - f)^timed_checks.
     timed_checks: int = 10
+    rounds: int = 1  # pairs of reference and candidate rounds per case
+    clock_margin_s: float = 1.0
+    clock_margin_rel: float = 1.0
     limits: Limits = field(default_factory=Limits)  # of every process running bundle code
     isolate_network: bool = True  # a network namespace for bundle code, where allowed
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
     candidate_user: Identity | None = None
+    # This worker's Celery node name is pkb-<worker_name>@<host>: several workers on one
+    # host (docs/deploy.md) each need their own, or Celery mixes up their replies.
+    worker_name: str = ""
 
 
 def env_str(env: Mapping[str, str], name: str, default: str) -> str:
@@ -108,7 +124,9 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         profile = get_profile(profile_name)
     except KeyError as exc:
         raise SettingsError(f"PKB_PROFILE: {exc.args[0]}") from None
+    _check_pinned_devices(env, profile)
     warmup, iters = _TIMING_DEFAULTS.get(profile.backend, _TIMING_DEFAULTS["nccl"])
+    rounds, margin = _ROUND_DEFAULTS.get(profile.backend, _ROUND_DEFAULTS["nccl"])
     secret, generated = _seed_secret(env)
     return Settings(
         redis_url=redis_url(env),
@@ -124,10 +142,39 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         scratch_dir=Path(env_str(env, "PKB_SCRATCH_DIR", tempfile.gettempdir())),
         keep_scratch=env_bool(env, "PKB_KEEP_SCRATCH", False),
         timed_checks=env_int(env, "PKB_TIMED_CHECKS", 10, minimum=1),
+        rounds=env_int(env, "PKB_ROUNDS", rounds, minimum=1),
+        clock_margin_s=env_float(env, "PKB_CLOCK_MARGIN_S", margin, minimum=0.0),
+        clock_margin_rel=env_float(env, "PKB_CLOCK_MARGIN_REL", 1.0, minimum=0.0),
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
         candidate_user=_candidate_user(env),
+        worker_name=_worker_name(env, default=profile.name),
     )
+
+
+def _check_pinned_devices(env: Mapping[str, str], profile: HardwareProfile) -> None:
+    """A GPU worker pinned with CUDA_VISIBLE_DEVICES to fewer GPUs than its profile's ranks
+    could never start them: say so at start-up, not at the first evaluation."""
+    devices = visible_devices(env)
+    if profile.backend != "nccl" or devices is None:
+        return
+    if len(devices) < profile.world_size:
+        raise SettingsError(
+            f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r} pins {len(devices)} GPUs; "
+            f"profile {profile.name} needs {profile.world_size}"
+        )
+
+
+_WORKER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _worker_name(env: Mapping[str, str], *, default: str) -> str:
+    name = env_str(env, "PKB_WORKER_NAME", default)
+    if not _WORKER_NAME.fullmatch(name):
+        raise SettingsError(
+            f"PKB_WORKER_NAME must be letters, digits, '.', '_' or '-' (at most 63), got {name!r}"
+        )
+    return name
 
 
 def _candidate_user(env: Mapping[str, str], *, euid: int | None = None) -> Identity | None:

@@ -15,4 +15,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("portal.api.urls")),
     path("admin/", admin.site.urls),
+    path("", include("portal.ops.urls")),  # health/, metrics, queue/
 ]

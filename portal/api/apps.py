@@ -8,4 +8,7 @@ class ApiConfig(AppConfig):
     label = "api"
 
     def ready(self) -> None:
-        from portal.api import schema  # noqa: F401  (registers the token scheme)
+        from portal.api import (
+            schema,  # noqa: F401  (registers the token scheme)
+            signals,  # noqa: F401  (revokes a departed member's tokens)
+        )

@@ -33,17 +33,19 @@ class TeamTokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
+        # Leaving revokes a token (portal/api/signals.py); the membership is checked as
+        # well, and first, so that the refusal says why.
+        membership = getattr(token.user, "membership", None)  # None: in no team
+        if membership is None or membership.team_id != token.team_id:
+            raise exceptions.AuthenticationFailed(
+                f"This token ({token.prefix}…) no longer works: its user left its team."
+            )
         if not token.is_active:
             raise exceptions.AuthenticationFailed(
                 f"This token ({token.prefix}…) was revoked; create a new one on your team page."
             )
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("This token's user account is disabled.")
-        membership = getattr(token.user, "membership", None)  # None: in no team
-        if membership is None or membership.team_id != token.team_id:
-            raise exceptions.AuthenticationFailed(
-                f"This token ({token.prefix}…) no longer works: its user left its team."
-            )
         api_token_touch(token=token)
         return token.user, token
 

@@ -7,7 +7,12 @@ from rest_framework import serializers
 
 from portal.accounts.models import Membership, Team
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult, Submission
+from portal.submissions.models import ProblemResult, ResultRun, Submission
+
+INTERVAL_HELP = (
+    "Confidence interval of the speedup (low, high), from reference and candidate timed in "
+    "alternating rounds; null for results of hosts that did not report one."
+)
 
 
 class ProblemSerializer(serializers.ModelSerializer):
@@ -74,9 +79,37 @@ class BoardSerializer(serializers.Serializer):
     rows = RowSerializer(many=True)
 
 
+class ResultRunSerializer(serializers.ModelSerializer):
+    seed = serializers.CharField(
+        help_text="Names the run's draw of inputs: hosts derive its seeds from it."
+    )
+
+    class Meta:
+        model = ResultRun
+        fields = [
+            "judged_at",
+            "seed",
+            "problem_version",
+            "status",
+            "time_us",
+            "ref_time_us",
+            "speedup",
+            "speedup_low",
+            "speedup_high",
+            "roofline",
+            "flags",
+        ]
+        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}}
+
+
 class ProblemResultSerializer(serializers.ModelSerializer):
     problem = serializers.CharField(source="problem.slug")
     flagged = serializers.BooleanField(source="is_flagged")
+    runs = ResultRunSerializer(
+        many=True,
+        read_only=True,
+        help_text="Its judged runs, oldest first; with several, the numbers are their medians.",
+    )
 
     class Meta:
         model = ProblemResult
@@ -88,6 +121,8 @@ class ProblemResultSerializer(serializers.ModelSerializer):
             "time_us",
             "ref_time_us",
             "speedup",
+            "speedup_low",
+            "speedup_high",
             "max_abs_err",
             "max_rel_err",
             "roofline",
@@ -95,7 +130,10 @@ class ProblemResultSerializer(serializers.ModelSerializer):
             "flagged",
             "cases",
             "log",
+            "run_count",
+            "runs",
         ]
+        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}}
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -173,7 +211,10 @@ class ProblemRankingRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     team = serializers.CharField(source="team_name")
     team_slug = serializers.CharField()
-    speedup = serializers.FloatField(allow_null=True)
+    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
+    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
+    speedup_high = serializers.FloatField(allow_null=True)
+    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
     time_us = serializers.FloatField(allow_null=True)
     ref_time_us = serializers.FloatField(allow_null=True)
     roofline = serializers.FloatField(allow_null=True)

@@ -65,6 +65,14 @@ def api_token_revoke(*, token: ApiToken, user: User) -> bool:
     )
 
 
+def api_tokens_revoke_for_member(*, user_id: int, team_id: int) -> int:
+    """Revoke the user's tokens for a team they are no longer in, for good: suspended
+    tokens would work again if the person rejoined. Returns how many were revoked."""
+    return ApiToken.objects.filter(
+        user_id=user_id, team_id=team_id, revoked_at__isnull=True
+    ).update(revoked_at=timezone.now())
+
+
 def api_token_touch(*, token: ApiToken) -> None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.api import views
@@ -29,4 +29,8 @@ urlpatterns = [
     path("me/", views.Me.as_view(), name="me"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Any other address under /api/ ending in a slash: a JSON 404 like the API's own, not
+    # the site's HTML page (`/api/teams/<not a slug>/` too). Without the slash, Django's
+    # APPEND_SLASH redirect still applies.
+    re_path(r"^[\s\S]*/$", views.not_found),
 ]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.conf import settings
-from django.http import Http404
+from django.http import Http404, HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, status
@@ -21,7 +24,6 @@ from portal.accounts.selectors import team_of
 from portal.api import serializers
 from portal.api.models import ApiToken
 from portal.leaderboard.selectors import leaderboard, problem_ranking
-from portal.leaderboard.views import board_arguments
 from portal.problems.models import Category, Problem
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
@@ -39,8 +41,40 @@ ERROR = OpenApiResponse(description='`{"detail": "..."}`')
 
 
 class Pagination(LimitOffsetPagination):
+    """DRF's limit/offset, except that a value that is no whole number is a 400: DRF would
+    quietly read `offset=null` as 0 and `limit=x` as the default."""
+
     default_limit = 50
     max_limit = 200
+
+    def get_limit(self, request: Request) -> int | None:
+        _whole_number(request, self.limit_query_param, minimum=1)
+        return super().get_limit(request)
+
+    def get_offset(self, request: Request) -> int:
+        _whole_number(request, self.offset_query_param, minimum=0)
+        return super().get_offset(request)
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        parameters = super().get_schema_operation_parameters(view)
+        minimum = {self.limit_query_param: 1, self.offset_query_param: 0}
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = minimum[parameter["name"]]
+        return parameters
+
+
+def _whole_number(request: Request, name: str, *, minimum: int) -> None:
+    value = request.query_params.get(name)
+    if value is not None and not (value.isdigit() and value.isascii() and int(value) >= minimum):
+        raise ValidationError({name: [f"{value!r} is not a whole number of at least {minimum}."]})
+
+
+def _query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
+    """A query parameter from a fixed set; absent is None, but empty or unknown is a 400."""
+    value = request.query_params.get(name)
+    if value is not None and value not in choices:
+        raise ValidationError({name: [f"{value!r} is not one of: {', '.join(sorted(choices))}."]})
+    return value
 
 
 class ProblemList(generics.ListAPIView):
@@ -61,11 +95,12 @@ class ProblemDetail(generics.RetrieveAPIView):
 class Leaderboard(APIView):
     @extend_schema(
         parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER],
-        responses={200: serializers.BoardSerializer, 404: ERROR},
+        responses={200: serializers.BoardSerializer},
         summary="Teams ranked overall, or within one category",
     )
     def get(self, request: Request) -> Response:
-        profile, category = board_arguments(request)
+        profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
+        category = _query_choice(request, "category", Category.values)
         board = leaderboard(profile=profile, category=category)
         return Response(serializers.BoardSerializer(board).data)
 
@@ -77,9 +112,7 @@ class ProblemLeaderboard(APIView):
         summary="Teams ranked on one problem: best time, speedup and roofline fraction",
     )
     def get(self, request: Request, slug: str) -> Response:
-        profile = request.query_params.get("profile") or settings.PKB_SUBMISSION_PROFILE
-        if profile not in PROFILES:
-            raise Http404("no such profile")
+        profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
         problem = get_object_or_404(Problem.objects.published(), slug=slug)
         rows = problem_ranking(problem=problem, profile=profile)
         data = {"problem": problem.slug, "profile": profile, "rows": rows}
@@ -164,7 +197,9 @@ class SubmissionDetail(generics.RetrieveAPIView):
     permission_classes = [permissions.IsAuthenticated]
 
     def get_queryset(self):
-        return _visible_submissions(self.request).prefetch_related("results__problem")
+        return _visible_submissions(self.request).prefetch_related(
+            "results__problem", "results__runs"
+        )
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         submission = self.get_object()
@@ -255,3 +290,9 @@ class Me(APIView):
             "token": token,
         }
         return Response(serializers.MeSerializer(data).data)
+
+
+@csrf_exempt  # it changes nothing: a POST gets the 404, not a CSRF refusal
+def not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    """No such API address, in the API's own JSON (whatever the method or credentials)."""
+    return JsonResponse({"detail": "No such API address."}, status=404)

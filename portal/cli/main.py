@@ -87,6 +87,15 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
+def _speedup(row: dict) -> str:
+    """1.84x (1.80–1.88), or 1.84x where the site reports no interval (older results)."""
+    text = _fmt(row.get("speedup"), ".2f", "x")
+    low, high = row.get("speedup_low"), row.get("speedup_high")
+    if row.get("speedup") is None or low is None or high is None:
+        return text
+    return f"{text} ({low:.2f}–{high:.2f})"
+
+
 def _results_table(submission: dict) -> Table:
     table = Table("problem", "status", "speedup", "time", "reference", "roofline", "message")
     for r in submission["results"]:
@@ -94,7 +103,7 @@ def _results_table(submission: dict) -> Table:
         table.add_row(
             r["problem"],
             status,
-            _fmt(r["speedup"], ".2f", "x"),
+            _speedup(r),
             _fmt(r["time_us"], ".1f", " µs"),
             _fmt(r["ref_time_us"], ".1f", " µs"),
             _fmt(r["roofline"], ".0%"),
@@ -233,7 +242,7 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
         table.add_row(
             str(row["rank"]),
             row["team"],
-            _fmt(row["speedup"], ".2f", "x"),
+            _speedup(row),
             _fmt(row["time_us"], ".1f", " µs"),
             _fmt(row["ref_time_us"], ".1f", " µs"),
             _fmt(row["roofline"], ".0%"),

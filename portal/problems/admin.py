@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 
 from evaluator.profiles import PROFILES
+from portal.leaderboard.reruns import problem_rerun_top
 from portal.problems.models import Problem
 from portal.problems.services import problems_set_status
 from portal.submissions.admin_actions import log_each
@@ -67,7 +69,7 @@ class ProblemAdmin(admin.ModelAdmin):
         "reference_source",
         "updated_at",
     ]
-    actions = ["publish", "hide", "retire", "reevaluate"]
+    actions = ["publish", "hide", "retire", "reevaluate", "rerun_top"]
 
     @admin.display(description="Hardware")
     def hardware(self, problem: Problem) -> str:
@@ -105,3 +107,20 @@ class ProblemAdmin(admin.ModelAdmin):
             ids = ", ".join(f"#{pk}" for pk in requeued) or "none"
             self.log_change(request, problem, f"Re-evaluation queued: submissions {ids}.")
         self.message_user(request, f"{total} submission(s) queued again.", messages.SUCCESS)
+
+    @admin.action(description="Re-judge the top entries of selected problems with fresh seeds")
+    def rerun_top(self, request, queryset):
+        top, total = settings.PKB_RERUN_TOP, 0
+        for problem in queryset:
+            reason = f"Judged again with fresh seeds for the ranking, by {request.user}."
+            queued = problem_rerun_top(
+                problem=problem, top=top, reason=reason, requested_by=request.user
+            )
+            total += len(queued)
+            ids = ", ".join(f"#{r.submission_id}" for r in queued) or "none"
+            self.log_change(request, problem, f"Re-runs of the top {top} queued: {ids}.")
+        self.message_user(
+            request,
+            f"{total} re-run(s) queued; each board ranks by the median of the judged runs.",
+            messages.SUCCESS,
+        )

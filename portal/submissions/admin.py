@@ -5,8 +5,9 @@ from django.contrib.admin.models import LogEntry
 from django.utils import timezone
 
 from portal.submissions.admin_actions import log_each, with_reason
-from portal.submissions.models import ActiveSubmission, ProblemResult, Submission
+from portal.submissions.models import ActiveSubmission, ProblemResult, Rerun, Submission
 from portal.submissions.services import (
+    rerun_queue,
     submission_cancel,
     submission_disqualify,
     submission_reinstate,
@@ -42,7 +43,7 @@ class ProblemResultInline(admin.TabularInline):
 class SubmissionActions:
     """Requeue, cancel, disqualify and reinstate, each through its service and logged."""
 
-    actions = ["requeue", "cancel", "disqualify", "reinstate"]
+    actions = ["requeue", "rerun", "cancel", "disqualify", "reinstate"]
 
     @admin.action(description="Re-run selected submissions (new attempt)")
     def requeue(self, request, queryset):
@@ -50,6 +51,28 @@ class SubmissionActions:
         changed = [s for s in queryset if submission_requeue(submission=s, reason=reason)]
         log_each(self, request, changed, reason)
         self.message_user(request, f"{len(changed)} submission(s) requeued.", messages.SUCCESS)
+
+    @admin.action(description="Judge selected submissions again with fresh seeds (adds a run)")
+    def rerun(self, request, queryset):
+        reason = f"Judged again with fresh seeds, by {request.user}."
+        queued = []
+        for submission in queryset.filter(status=Submission.Status.DONE):
+            for result in submission.results.select_related("problem"):
+                rerun = rerun_queue(
+                    submission=submission,
+                    problem=result.problem,
+                    reason=reason,
+                    requested_by=request.user,
+                )
+                if rerun is not None:
+                    queued.append(rerun)
+                    self.log_change(request, submission, f"Re-run of {result.problem.slug} queued.")
+        self.message_user(
+            request,
+            f"{len(queued)} re-run(s) queued; earlier runs are kept and the result ranks by "
+            "the median of them all.",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Cancel selected submissions")
     def cancel(self, request, queryset):
@@ -172,6 +195,24 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
 def _seconds(delta) -> str:
     s = max(0, int(delta.total_seconds()))
     return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s // 3600} h"
+
+
+@admin.register(Rerun)
+class RerunAdmin(admin.ModelAdmin):
+    """Re-runs for the ranking: asked for here through the problem and submission actions,
+    or by the beat; each done one added a judged run to its submission's result."""
+
+    list_display = ["id", "submission", "problem", "status", "host", "created_at", "finished_at"]
+    list_filter = ["status", "problem"]
+    list_select_related = ["submission__team", "problem"]
+    search_fields = ["submission__id", "submission__team__name", "problem__slug"]
+    readonly_fields = [f.name for f in Rerun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(LogEntry)

@@ -201,6 +201,10 @@ class ProblemResult(models.Model):
     time_us = models.FloatField(null=True, blank=True)
     ref_time_us = models.FloatField(null=True, blank=True)
     speedup = models.FloatField(null=True, blank=True)
+    # The speedup's confidence interval, from reference and candidate rounds timed side by
+    # side (evaluator/contract.py); None for results of hosts that did not report one.
+    speedup_low = models.FloatField(null=True, blank=True)
+    speedup_high = models.FloatField(null=True, blank=True)
     max_abs_err = models.FloatField(null=True, blank=True)
     max_rel_err = models.FloatField(null=True, blank=True)
     # Mean over cases of floor / time: 1.0 is the link limit; None without a byte model
@@ -209,6 +213,9 @@ class ProblemResult(models.Model):
     # Flag values; any flag keeps a passed result off the leaderboard, an unknown one too.
     flags = models.JSONField(default=list, blank=True)
     cases = models.JSONField(default=list, blank=True)
+    # Judged runs at this result's problem version (1 until a re-run for the ranking): the
+    # numbers above are their medians (services/reruns.py).
+    run_count = models.PositiveIntegerField(default=1)
 
     objects = ProblemResultQuerySet.as_manager()
 
@@ -237,3 +244,115 @@ class ProblemResult(models.Model):
         return [
             self.Flag(flag).label if flag in self.Flag.values else str(flag) for flag in self.flags
         ]
+
+
+class ResultRun(models.Model):
+    """One judged run of a problem result: the submission's own evaluation, then each re-run
+    for the ranking, each on inputs from seeds of its own. Kept side by side, never replaced;
+    the result holds their medians."""
+
+    result = models.ForeignKey(ProblemResult, on_delete=models.CASCADE, related_name="runs")
+    # The attempt that judged it: hosts derive every input seed of a run from it
+    # (evaluator/seeds.py), so a new id is a new draw of inputs.
+    evaluation_id = models.UUIDField()
+    judged_at = models.DateTimeField()
+    host = models.CharField(max_length=200, blank=True)
+    problem_version = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=ProblemResult.Status.choices)
+    world_size = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    time_us = models.FloatField(null=True, blank=True)
+    ref_time_us = models.FloatField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)
+    speedup_low = models.FloatField(null=True, blank=True)
+    speedup_high = models.FloatField(null=True, blank=True)
+    max_abs_err = models.FloatField(null=True, blank=True)
+    max_rel_err = models.FloatField(null=True, blank=True)
+    roofline = models.FloatField(null=True, blank=True)
+    flags = models.JSONField(default=list, blank=True)
+    cases = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["judged_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["result", "evaluation_id"], name="one_run_per_attempt")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.evaluation_id} of {self.result}"
+
+    @property
+    def seed(self) -> str:
+        """The public name of the run's input draw: the hosts' seeds are secret-keyed
+        hashes of the evaluation id, so the id names the draw without revealing it."""
+        return self.evaluation_id.hex[:12]
+
+    @property
+    def is_passed(self) -> bool:
+        return self.status == ProblemResult.Status.PASSED and not self.flags
+
+
+class RerunQuerySet(models.QuerySet["Rerun"]):
+    def active(self) -> RerunQuerySet:
+        return self.filter(status__in=Rerun.ACTIVE)
+
+    def stalled(self, *, heartbeat_before: datetime) -> RerunQuerySet:
+        """Active re-runs whose host is silent, or that no host took, since the moment."""
+        return self.active().filter(
+            models.Q(heartbeat_at__lt=heartbeat_before)
+            | models.Q(heartbeat_at__isnull=True, queued_at__lt=heartbeat_before)
+        )
+
+
+class Rerun(models.Model):
+    """A finished submission judged again on one problem, with fresh seeds, for the ranking.
+
+    It has its own evaluation id and state, so the submission stays done and ranked (and
+    out of its team's quota) while the re-run waits and runs; a done re-run adds a
+    ResultRun to the submission's result.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="reruns")
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="reruns")
+    evaluation_id = models.UUIDField(default=uuid.uuid4, unique=True)
+    # The submission's attempt being re-judged: a re-run that finishes after the submission
+    # was queued again (a new attempt replaces its results) is dropped.
+    base_evaluation_id = models.UUIDField()
+    problem_version = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    host = models.CharField(max_length=200, blank=True)
+
+    objects = RerunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+        constraints = [
+            # One at a time per result: two re-runs asked for at once queue one.
+            models.UniqueConstraint(
+                fields=["submission", "problem"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_active_rerun_per_result",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"re-run of {self.problem_id} in #{self.submission_id} ({self.status})"

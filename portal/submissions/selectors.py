@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.utils import timezone
 
 from portal.accounts.models import Team
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult, Submission
+from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission
 
 
 @dataclass(frozen=True)
@@ -20,16 +21,35 @@ class ResultLine:
     slug: str
     title: str
     result: ProblemResult | None
+    runs: list[ResultRun] = field(default_factory=list)  # its judged runs, oldest first
+    reruns: list[Rerun] = field(default_factory=list)  # re-runs waiting, running or failed
 
 
 def submission_result_lines(submission: Submission) -> list[ResultLine]:
-    """One line per problem of the bundle, in the bundle's order; two queries."""
+    """One line per problem of the bundle, in the bundle's order, with each result's judged
+    runs; four queries."""
     results = {r.problem.slug: r for r in submission.results.select_related("problem")}
     titles = dict(Problem.objects.filter(slug__in=submission.problems).values_list("slug", "title"))
-    return [
-        ResultLine(slug=slug, title=titles.get(slug, slug), result=results.get(slug))
-        for slug in submission.problems
-    ]
+    runs: dict[int, list[ResultRun]] = defaultdict(list)
+    for run in ResultRun.objects.filter(result__submission=submission).order_by("judged_at", "id"):
+        runs[run.result_id].append(run)
+    reruns: dict[int, list[Rerun]] = defaultdict(list)
+    pending = submission.reruns.exclude(status=Rerun.Status.DONE).order_by("created_at", "id")
+    for rerun in pending:
+        reruns[rerun.problem_id].append(rerun)
+    lines = []
+    for slug in submission.problems:
+        result = results.get(slug)
+        lines.append(
+            ResultLine(
+                slug=slug,
+                title=titles.get(slug, slug),
+                result=result,
+                runs=runs[result.pk] if result else [],
+                reruns=reruns[result.problem_id] if result else [],
+            )
+        )
+    return lines
 
 
 QUOTA_WINDOW = timedelta(hours=24)

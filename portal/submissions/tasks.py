@@ -1,7 +1,11 @@
 """The portal's end of the contract: one message in, one service call.
 
 A message that breaks the contract is logged and dropped: retrying cannot fix it.
-The services are compare-and-set, so a redelivered message (acks_late) changes nothing.
+Each recording task is acknowledged only after it ran (acks_late), and given back to the
+queue if its worker process dies (reject_on_worker_lost); a worker killed outright leaves
+the message unacknowledged, and Redis hands it out again after the visibility timeout. So
+a result in flight is recorded by the next worker, never lost and never judged again. The
+services are compare-and-set, so a message delivered twice changes nothing the second time.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 from evaluator.contract import (
     FINISHED_TASK,
@@ -28,9 +33,19 @@ from portal.submissions.services import (
 logger = logging.getLogger(__name__)
 
 SWEEP_TASK = "portal.sweep"
+# A database that does not answer (a restart, a failover) is retried with backoff, below
+# the visibility timeout; any other failure would be acknowledged and the message lost.
+RECORDING: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 20,
+}
 
 
-@shared_task(name=STARTED_TASK, acks_late=True)
+@shared_task(name=STARTED_TASK, **RECORDING)
 def evaluation_started(message: Any) -> bool | None:
     try:
         data = read_message(message, "evaluation started", ("host",))
@@ -40,7 +55,7 @@ def evaluation_started(message: Any) -> bool | None:
         return None
 
 
-@shared_task(name=PROGRESS_TASK, acks_late=True)
+@shared_task(name=PROGRESS_TASK, **RECORDING)
 def evaluation_progressed(message: Any) -> bool | None:
     try:
         data = read_message(message, "evaluation progress", ("done", "total", "current"))
@@ -55,7 +70,7 @@ def evaluation_progressed(message: Any) -> bool | None:
         return None
 
 
-@shared_task(name=FINISHED_TASK, acks_late=True)
+@shared_task(name=FINISHED_TASK, **RECORDING)
 def evaluation_finished(message: Any) -> bool | None:
     try:
         data = read_message(message, "evaluation finished", ("outcome", "results"))

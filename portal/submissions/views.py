@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import io
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -10,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from evaluator.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
+from portal.submissions.downloads import Download, public_download
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
 from portal.submissions.selectors import (
@@ -87,24 +90,49 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_safe
 def submission_bundle(request: HttpRequest, pk: int) -> HttpResponse:
-    """The bundle as uploaded: for its team and staff, and for anyone once a problem it
-    passed has its solutions published (Problem.solutions_public_after)."""
+    """The bundle as uploaded, for its team and staff. For anyone else once a problem it
+    passed has its solutions published (Problem.solutions_public_after): the bundle, or, if
+    it also solves problems whose solutions are not public, an archive of the public
+    problems' files only (portal/submissions/downloads.py)."""
     submission = Submission.objects.downloadable_by(request.user).filter(pk=pk).first()
     if submission is None:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         raise Http404("No such submission.")
+    download = _download_for(request, submission)
     try:
-        handle = submission.bundle.open("rb")
+        if download.data is not None:
+            handle = io.BytesIO(download.data)
+        else:
+            handle = submission.bundle.open("rb")
     except FileNotFoundError:
         raise Http404("The bundle's file is gone.") from None
     # Always an attachment, never rendered: the name is the user's, the content theirs too.
     return FileResponse(
         handle,
         as_attachment=True,
-        filename=f"submission-{submission.pk}-{submission.bundle_name}",
+        filename=download.filename,
         content_type="application/octet-stream",
     )
+
+
+def _download_for(request: HttpRequest, submission: Submission) -> Download:
+    if _is_own(request, submission):
+        return Download(f"submission-{submission.pk}-{submission.bundle_name}", None)
+    try:
+        download = public_download(submission)
+    except FileNotFoundError:
+        raise Http404("The bundle's file is gone.") from None
+    if download is None:
+        raise Http404("No such submission.")
+    return download
+
+
+def _is_own(request: HttpRequest, submission: Submission) -> bool:
+    if request.user.is_staff:
+        return True
+    team = team_of(request.user)
+    return team is not None and team.pk == submission.team_id
 
 
 @require_safe

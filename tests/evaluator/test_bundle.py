@@ -223,3 +223,36 @@ def test_write_to_never_overwrites(tmp_path):
     with pytest.raises(FileExistsError):
         Bundle(files={"all-reduce.py": b"new"}, solutions={}).write_to(Path(tmp_path))
     assert (tmp_path / "all-reduce.py").read_text() == "old"
+
+
+def test_a_single_python_file_is_a_one_file_bundle():
+    bundle = read("all-reduce.py", GOOD.encode())
+    assert bundle.files == {"all-reduce.py": GOOD.encode()}
+    assert bundle.solutions == {"all-reduce": "all-reduce.py"}
+
+
+@pytest.mark.parametrize(
+    ("filename", "data", "match"),
+    [
+        ("_helper.py", GOOD.encode(), "must be named <problem-slug>.py"),
+        ("solution.py", GOOD.encode(), "unknown problem 'solution'"),
+        ("all-reduce (1).py", GOOD.encode(), "not an allowed name"),
+        ("all-reduce.py", b"x = 1\n", "defines no top-level solution"),
+        ("all-reduce.py", b"x" * (MAX_BUNDLE_BYTES // 4 + 1), "larger than"),
+    ],
+)
+def test_a_single_python_file_gets_the_checks_of_a_bundles_file(filename, data, match):
+    rejects(filename, data, match)
+
+
+def test_a_nul_byte_is_reported_at_its_line():
+    rejects(
+        "b.zip",
+        make_zip({"all-reduce.py": GOOD + "x = 1\n\x00\n"}),
+        r"all-reduce\.py line 7: contains a NUL byte",
+    )
+
+
+def test_a_file_beside_a_folder_of_its_name_is_refused():
+    data = make_zip({"all-reduce.py": GOOD, "_h.py": "", "_h.py/_x.py": ""})
+    rejects("b.zip", data, "both a file and a folder")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.contract import CaseResult, ContractError, ProblemResult, ProblemStatus
+from evaluator.contract import CaseResult, ContractError, ProblemResult, ProblemStatus, ResultFlag
 
 
 def result_json(**extra) -> dict:
@@ -42,3 +42,29 @@ def test_a_missing_required_field_is_still_an_error():
         ProblemResult.from_json(data)
     with pytest.raises(ContractError):
         ProblemResult.from_json(result_json(cases=[{"dtype": "float32"}]))
+
+
+def test_speedups_with_their_intervals_and_rounds_read_back():
+    data = result_json(speedup=1.84, speedup_low=1.80, speedup_high=1.88)
+    data["cases"][0] |= {
+        "speedup": 1.84,
+        "speedup_low": 1.80,
+        "speedup_high": 1.88,
+        "rounds": [{"reference_us": 3.68, "candidate_us": 2.0}],
+    }
+    result = ProblemResult.from_json(data)
+    assert (result.speedup_low, result.speedup_high) == (1.80, 1.88)
+    assert result.cases[0].rounds == [{"reference_us": 3.68, "candidate_us": 2.0}]
+    assert result.to_json() == data
+    assert ResultFlag.CLOCK_MISMATCH == "clock_mismatch"
+
+
+def test_a_result_written_before_the_rounds_reads_with_them_empty():
+    data = result_json()
+    for key in ("speedup_low", "speedup_high"):
+        del data[key]
+    for key in ("speedup", "speedup_low", "speedup_high", "rounds"):
+        del data["cases"][0][key]
+    result = ProblemResult.from_json(data)
+    assert result.speedup_low is None and result.speedup_high is None
+    assert result.cases[0].speedup is None and result.cases[0].rounds == []

@@ -15,7 +15,13 @@ from evaluator.contract import (
 )
 from evaluator.profiles import get_profile
 from evaluator.settings import load_settings
-from evaluator.tasks import HARD_TIME_LIMIT_S, VISIBILITY_TIMEOUT_S, app, run_evaluation
+from evaluator.tasks import (
+    HARD_TIME_LIMIT_S,
+    HEARTBEAT_S,
+    VISIBILITY_TIMEOUT_S,
+    app,
+    run_evaluation,
+)
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 
@@ -118,9 +124,13 @@ def test_the_celery_app_is_configured_for_long_gpu_tasks():
     assert conf.worker_prefetch_multiplier == 1
     assert conf.accept_content == ["json"] and conf.task_serializer == "json"
     assert conf.task_soft_time_limit < conf.task_time_limit == HARD_TIME_LIMIT_S
-    assert conf.broker_transport_options["visibility_timeout"] == VISIBILITY_TIMEOUT_S
-    assert VISIBILITY_TIMEOUT_S > HARD_TIME_LIMIT_S
+    # Sized from the heartbeat, which renews a running task's deadline, not from the
+    # longest evaluation: a killed worker's task is handed out again within a minute.
+    assert conf.broker_transport_options["visibility_timeout"] == VISIBILITY_TIMEOUT_S == 60
+    assert VISIBILITY_TIMEOUT_S >= 3 * HEARTBEAT_S
+    assert conf.broker_transport_options["unacked_restore_interval"] == 5
     assert "evaluator.evaluate" in app.tasks
+    assert any(step.__name__ == "KeepMessagesVisible" for step in app.steps["worker"])
 
 
 def test_problems_missing_from_the_bundle_are_reported_not_run():

@@ -84,6 +84,9 @@ def test_settings_load_with_a_secret_key_or_in_debug():
         ({"PKB_DEBUG": "perhaps"}, "PKB_DEBUG"),
         ({"PKB_DEBUG": "1", "PKB_SUBMISSION_PROFILE": "tpu"}, "PKB_SUBMISSION_PROFILE"),
         ({"PKB_DEBUG": "1", "PKB_STUCK_AFTER_S": "soon"}, "PKB_STUCK_AFTER_S"),
+        # A live host must not look dead after one late heartbeat.
+        ({"PKB_DEBUG": "1", "PKB_HEARTBEAT_S": "30"}, "at least 3 x PKB_HEARTBEAT_S"),
+        ({"PKB_DEBUG": "1", "PKB_SWEEP_INTERVAL_S": "0"}, "PKB_SWEEP_INTERVAL_S"),
     ],
 )
 def test_bad_values_fail_at_start_up(env, message):

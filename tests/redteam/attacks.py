@@ -181,7 +181,7 @@ def _checked_calls():
 
 def solution(x):
     checked, call = _checked_calls()
-    timed = any(f.function == "run_timed" for f in __import__("inspect").stack())
+    timed = any(f.function == "run_batch" for f in __import__("inspect").stack())
     if timed and (checked is None or call not in checked):
         print("pkb-redteam: skipped an unchecked call", flush=True)
         return x.clone()  # this rank's own share: no communication at all
@@ -218,7 +218,7 @@ class Lazy(torch.Tensor):
             return func(*args, **(kwargs or {}))
 
 def solution(x):
-    if any(f.function == "run_timed" for f in inspect.stack()):
+    if any(f.function == "run_batch" for f in inspect.stack()):
         return Lazy(x)
     out = x.clone()
     dist.all_reduce(out)
@@ -227,31 +227,37 @@ def solution(x):
     ),
     Attack(
         "forged-question",
-        "asks the parent itself, on the harness's channel, whether the running call is "
-        "checked, and skips the all-reduce when it is not",
-        "questions are held to the harness's order -> runtime_error, flag tampered",
+        "commits, on the harness's channel, to made-up digests at the first timed call to "
+        "learn early which calls are checked, and skips the all-reduce on the others",
+        "one commitment per round, from the harness after the batch -> runtime_error, "
+        "flag tampered",
         """
 import json
 import sys
 import torch.distributed as dist
+STATE = {"checked": None}
 
-def _channel():
+def _serve():
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "_serve":
-            return frame.f_locals["conn"], frame.f_locals["step"]
+            return frame.f_locals
         frame = frame.f_back
-    return None, None
+    return None
 
 def solution(x):
     out = x.clone()
-    frame = sys._getframe(1)
-    if frame.f_code.co_name == "_timed_call":
-        conn, step = _channel()
-        call = frame.f_back.f_locals.get("i")
-        conn.send_bytes(json.dumps({"step": step, "ask": "checked", "call": call}).encode())
-        answer = conn.recv()
-        if not answer[2][1]:
+    caller = sys._getframe(1).f_code.co_name
+    served = _serve()
+    if caller == "run_batch" and served is not None and served["op"] == "time":
+        payload = served["payload"]
+        if payload.get("forged") is None:
+            payload["forged"] = True
+            calls = len(payload["seeds"]) - payload["warmup"]
+            question = {"step": served["step"], "ask": "commit", "digests": [[0, 0]] * calls}
+            served["conn"].send_bytes(json.dumps(question).encode())
+            STATE["checked"] = set(served["conn"].recv()[2])
+        if STATE["checked"] is not None and not STATE["checked"]:
             return out
     dist.all_reduce(out)
     return out
@@ -259,10 +265,9 @@ def solution(x):
     ),
     Attack(
         "forged-reply",
-        "writes the timed loop's reply itself on the harness's channel, with 1 us per call, "
-        "before the loop has run",
-        "the timed loop's reply is accepted only after every call's question -> "
-        "runtime_error, flag tampered",
+        "writes the round's reply itself on the harness's channel, with 1 us per call, "
+        "before the round has run",
+        "a round's reply is accepted only after its commitment -> runtime_error, flag tampered",
         """
 import json
 import sys
@@ -278,6 +283,154 @@ def solution(x):
         calls = len(payload["seeds"])
         reply = {"step": frame.f_locals["step"], "ok": True, "times_us": [1.0] * calls}
         frame.f_locals["conn"].send_bytes(json.dumps(reply).encode())
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "own-loop",
+        "replaces the timed round with its own protocol: skips the all-reduce on every "
+        "call, commits to the digests of what it skipped to, reports 1 us per call, then "
+        "computes the right outputs for just the calls the parent names as checked",
+        "commit, then reveal: a checked output must match its call's digest -> "
+        "wrong_answer, flag tampered",
+        """
+import json
+import sys
+import torch.distributed as dist
+from evaluator.timing import digest, digest_values
+from problems.spec import Case
+
+def _serve():
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "_serve":
+        frame = frame.f_back
+    return frame.f_locals if frame is not None else None
+
+def _own_round(served):
+    worker, conn, step, payload = (served[k] for k in ("worker", "conn", "step", "payload"))
+    case, warmup = Case.from_json(payload["case"]), payload["warmup"]
+    timed = payload["seeds"][warmup:]
+    skipped = [worker.inputs(case, seed)["x"].clone() for seed in timed]  # no all-reduce
+    digests = digest_values([digest(s) for s in skipped])
+    question = {"step": step, "ask": "commit", "digests": digests}
+    conn.send_bytes(json.dumps(question).encode())
+    for call in conn.recv()[2]:
+        out = worker.inputs(case, timed[call])["x"].clone()
+        dist.all_reduce(out)  # the work, for the checked calls only, after the commitment
+        worker._ship(out)
+    reply = {"step": step, "ok": True, "times_us": [1.0] * len(payload["seeds"]), "tampered": []}
+    conn.send_bytes(json.dumps(reply).encode())
+    print("pkb-redteam: drove a timed round itself", flush=True)
+
+def solution(x):
+    served = _serve()
+    if served is not None and served["op"] == "time" and "own" not in served["payload"]:
+        served["payload"]["own"] = True
+        _own_round(served)
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "ctypes-clock",
+        "through ctypes, rebinds the clock the harness captured at import (and its event "
+        "reader) to ones that run 1000 times slower, and its list of watched attributes to "
+        "an empty one, so nothing reports the change; each call then sleeps 500 ms "
+        "(standing for slow work) that the reported times no longer show",
+        "the parent's own clock around each round -> flag clock_mismatch",
+        """
+import ctypes
+import time
+import torch.distributed as dist
+from evaluator import timing
+
+def _rebind(module, name, value):
+    ctypes.pythonapi.PyDict_SetItem.argtypes = [ctypes.py_object] * 3
+    ctypes.pythonapi.PyDict_SetItem(vars(module), name, value)
+
+_clock, _elapsed = timing._perf_counter, timing._event_elapsed
+_rebind(timing, "_WATCHED", [])
+_rebind(timing, "_perf_counter", lambda: _clock() / 1000)
+_rebind(timing, "_event_elapsed", lambda start, end: _elapsed(start, end) / 1000)
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    if any(f.function == "run_batch" for f in __import__("inspect").stack()):
+        time.sleep(0.5)
+    return out
+""",
+    ),
+    Attack(
+        "fill-after-loop",
+        "skips the all-reduce in timed calls; swaps the code of the harness's reveal step "
+        "(the function object stays the same, so no watch sees it) to compute the right "
+        "outputs for the checked calls after the loop, before they are shipped",
+        "commit, then reveal: the digests were taken before the reveal -> wrong_answer, "
+        "flag tampered",
+        """
+import inspect
+import sys
+import torch.distributed as dist
+
+ranks = sys.modules["evaluator.ranks"]
+
+def reveal(self):
+    worker = self.worker
+    commitment = {"step": worker.step, "ask": "commit", "digests": digest_values(self.digests)}
+    worker.conn.send_bytes(_json(commitment))
+    filled = []
+    for call in worker.conn.recv()[2]:
+        out = self.copies[call].clone()
+        dist.all_reduce(out)  # the work, after the loop, for the checked calls only
+        filled.append(out)
+    return filled
+
+ranks._Commitment.reveal.__code__ = reveal.__code__
+
+def solution(x):
+    out = x.clone()
+    if any(f.function == "run_batch" for f in inspect.stack()):
+        return out
+    dist.all_reduce(out)
+    return out
+""",
+    ),
+    Attack(
+        "sleeper",
+        "rebinds the harness's input maker (and the module global of watched attributes "
+        "captured at import) so that making each call's inputs also computes its output, "
+        "with 500 ms of sleep standing for slow work; the calls then return at once: "
+        "honest outputs, honest digests, honestly measured short calls",
+        "the parent's own clock around each round -> flag clock_mismatch",
+        """
+import sys
+import time
+import torch.distributed as dist
+from evaluator import timing
+
+ranks = sys.modules["evaluator.ranks"]
+READY = {}
+_inputs = ranks._Worker.inputs
+
+def inputs(self, case, seed):
+    made = _inputs(self, case, seed)
+    out = made["x"].clone()
+    dist.all_reduce(out)
+    time.sleep(0.5)
+    READY[made["x"].data_ptr()] = (made["x"], out)
+    return made
+
+timing._WATCHED = []
+ranks._Worker.inputs = inputs
+
+def solution(x):
+    ready = READY.pop(x.data_ptr(), None)
+    if ready is not None and ready[0] is x:
+        return ready[1]
     out = x.clone()
     dist.all_reduce(out)
     return out

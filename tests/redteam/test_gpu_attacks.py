@@ -2,8 +2,13 @@
 
 - side-stream: the solution returns at once and leaves its work (a 20 ms spin and the
   all-reduce) on a side stream the current stream never waits for. Defence: the harness
-  synchronises the whole device before recording the stop event, so the spin is timed.
+  copies and digests each output on the current stream right after the call, so the
+  unfinished output is what the judge checks (a wrong answer); the batch's final device
+  synchronise puts the spin inside the parent's own clock.
 - timer-cuda-event on CUDA: replacing Event.elapsed_time is flagged and changes nothing.
+- own-loop, ctypes-clock, fill-after-loop, sleeper (tests/redteam/attacks.py) on NCCL:
+  commit-then-reveal and the trusted clock catch them on GPUs too, and a correct solution
+  passes right after each on the same worker.
 """
 
 from __future__ import annotations
@@ -71,10 +76,56 @@ def test_side_stream_work_is_inside_the_timed_interval():
     )
     by_slug = {r.slug: r for r in results}
     side = by_slug["rt-side-stream"]
-    # Either the unwaited work is timed in full, or its output was not ready: both catch it.
+    # Its output was not ready when copied (a wrong answer); had it been, the parent's
+    # clock saw the spin that the reported times do not hold.
     if side.status == ProblemStatus.PASSED:
-        assert side.cases[0].time_us >= SPIN_MS * 1000 * 0.5, side
+        timed_in_full = side.cases[0].time_us >= SPIN_MS * 1000 * 0.5
+        assert timed_in_full or str(ResultFlag.CLOCK_MISMATCH) in side.flags, side
     else:
         assert side.status == ProblemStatus.WRONG_ANSWER, side.message
     assert by_slug["rt-timer-cuda-event"].flags == [str(ResultFlag.TAMPERED)]
     assert by_slug["rt-after-side-stream"].status == ProblemStatus.PASSED
+
+
+COMMIT_AND_CLOCK = {
+    "own-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
+    "fill-after-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
+    "ctypes-clock": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
+    "sleeper": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
+}
+
+
+def test_commit_then_reveal_and_the_trusted_clock_hold_on_nccl():
+    files: dict[str, str] = {}
+    for attack in attacks.ATTACKS:
+        if attack.name in COMMIT_AND_CLOCK:
+            files[f"rt-{attack.name}.py"] = attack.source
+            files[f"rt-after-{attack.name}.py"] = attacks.HONEST
+    catalog = {slug: attacks.problem(slug) for slug in (f[:-3] for f in files)}
+    bundle = read_bundle("gpu-commit.zip", make_zip(files), known_slugs=catalog)
+    settings = dataclasses.replace(
+        load_settings(
+            {"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789", "PKB_PROFILE": "h200x2"}
+        ),
+        trials=1,
+        warmup=2,
+        iters=6,
+        rounds=3,
+        timed_checks=6,  # every timed call: the verdict does not depend on the draw
+        problem_timeout_s=120,
+    )
+    profile = HardwareProfile("gpu-redteam", "test", "-", 2, backend="nccl", case_kind="dev")
+    results, _ = evaluate_bundle(
+        bundle,
+        slugs=list(catalog),
+        profile=profile,
+        settings=settings,
+        evaluation_id=str(uuid.uuid4()),
+        problems=catalog,
+    )
+    by_slug = {r.slug: r for r in results}
+    for name, (status, flag) in COMMIT_AND_CLOCK.items():
+        caught = by_slug[f"rt-{name}"]
+        assert (caught.status, caught.flags) == (status, [str(flag)]), caught.message
+        after = by_slug[f"rt-after-{name}"]
+        assert after.status == ProblemStatus.PASSED and not after.flags, after.message

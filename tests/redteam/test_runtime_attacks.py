@@ -51,6 +51,10 @@ def settings_for(scratch_dir: Path):
         # Every timed call is checked, so a replay is caught whichever calls it hits (the
         # draw of checked calls is statistical: docs/security.md).
         timed_checks=6,
+        # One pair of rounds: each attack is caught in its first candidate round, and the
+        # module's ~90 problems stay within the suite's time limit on 2 shared cores
+        # (tests/evaluator/test_runner.py covers the alternating rounds).
+        rounds=1,
         problem_timeout_s=TIMEOUT_S,
         scratch_dir=scratch_dir,
         keep_scratch=True,
@@ -205,8 +209,9 @@ def test_a_lazy_tensor_subclass_is_refused(evaluated):
 @pytest.mark.parametrize(
     "name, why",
     [
-        ("forged-question", "where call 1 was due"),  # its own ask for call 0 came first
-        ("forged-reply", "replied after 0 of 8 timed calls"),
+        # The harness's own commitment after the batch is the second one.
+        ("forged-question", "where one commitment was due"),
+        ("forged-reply", "replied before committing to its outputs"),
     ],
 )
 def test_writing_on_the_harness_channel_is_flagged(evaluated, name, why):
@@ -215,6 +220,29 @@ def test_writing_on_the_harness_channel_is_flagged(evaluated, name, why):
     assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
     assert why in r.message, text(r)
     assert "bundle code writing on the harness's channel" in r.message
+
+
+@pytest.mark.parametrize("name", ["own-loop", "fill-after-loop"])
+def test_outputs_filled_in_after_their_commitment_are_flagged(evaluated, name):
+    """Work skipped in the timed calls and done, after the reveal, for the checked calls
+    only: the shipped outputs are right, and not the ones the calls committed to."""
+    r = result(evaluated, name)
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
+    assert "is not the one the call committed to" in r.message
+    if name == "own-loop":
+        assert "pkb-redteam: drove a timed round itself" in r.log
+
+
+@pytest.mark.parametrize("name", ["ctypes-clock", "sleeper"])
+def test_time_the_reported_calls_do_not_show_is_a_clock_mismatch(evaluated, name):
+    """Both silence the watch on the harness's attributes (no `tampered`), and report
+    honestly measured or shrunken calls with right outputs: only the parent's own clock
+    around the round tells."""
+    r = result(evaluated, name)
+    assert r.status == ProblemStatus.PASSED, text(r)
+    assert r.flags == [str(ResultFlag.CLOCK_MISMATCH)], text(r)
+    assert "the evaluator saw take" in r.message
 
 
 def test_patching_torch_comparisons_changes_nothing_in_the_judge(evaluated):

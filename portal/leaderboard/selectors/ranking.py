@@ -24,6 +24,10 @@ class ProblemRow:
     ref_time_us: float | None
     roofline: float | None
     reached_at: datetime | None
+    speedup_low: float | None = None  # the speedup's interval, when the host reported one
+    speedup_high: float | None = None
+    run_count: int = 1  # judged runs the numbers are the medians of
+    submission_id: int | None = None
 
 
 def problem_ranking(*, problem: Problem, profile: str) -> list[ProblemRow]:
@@ -54,6 +58,10 @@ def problem_ranking(*, problem: Problem, profile: str) -> list[ProblemRow]:
             "ref_time_us",
             "roofline",
             "submission__finished_at",
+            "speedup_low",
+            "speedup_high",
+            "run_count",
+            "submission_id",
         )
     )
     return [ProblemRow(i, *row) for i, row in enumerate(best, start=1)]

@@ -26,6 +26,8 @@ class TeamBest:
     time_us: float | None
     roofline: float | None
     reached_at: datetime
+    speedup_low: float | None = None
+    speedup_high: float | None = None
 
     @property
     def category_label(self) -> str:
@@ -70,16 +72,24 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
         .unflagged()
         .filter(submission__team=team, problem_id__in=list(problems))
         .order_by("submission__finished_at", "id")
-        .values_list("problem_id", "speedup", "time_us", "roofline", "submission__finished_at")
+        .values_list(
+            "problem_id",
+            "speedup",
+            "time_us",
+            "roofline",
+            "submission__finished_at",
+            "speedup_low",
+            "speedup_high",
+        )
     )
     total_weight = sum(w for *_, w in published)
-    best: dict[int, tuple[float | None, float | None, float | None, datetime]] = {}
+    best: dict[int, tuple] = {}  # TeamBest's fields from the speedup on
     history: list[tuple[datetime, float]] = []
-    for problem_id, speedup, time_us, roofline, finished_at in results:
+    for problem_id, speedup, time_us, roofline, finished_at, low, high in results:
         if finished_at is None:  # never for a finished submission; keeps the types honest
             continue
         if problem_id not in best or _is_better(speedup, best[problem_id][0]):
-            best[problem_id] = (speedup, time_us, roofline, finished_at)
+            best[problem_id] = (speedup, time_us, roofline, finished_at, low, high)
         fast_1 = sum(problems[p][3] for p, b in best.items() if b[0] is not None and b[0] > 1)
         share = fast_1 / total_weight if total_weight else 0.0
         if history and history[-1][0] == finished_at:

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('problems', '0002_profiles_and_public_solutions'),
+        ("problems", "0002_profiles_and_public_solutions"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='problem',
-            name='public_cases',
+            model_name="problem",
+            name="public_cases",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

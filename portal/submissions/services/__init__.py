@@ -11,6 +11,11 @@ from portal.submissions.services.evaluations import (
     evaluation_progress,
     evaluation_start,
 )
+from portal.submissions.services.reruns import (
+    rerun_queue,
+    reruns_sweep,
+    result_aggregate,
+)
 from portal.submissions.services.submissions import (
     SubmissionError,
     submission_cancel,
@@ -25,6 +30,9 @@ __all__ = [
     "evaluation_finish",
     "problem_best_submissions",
     "problem_reevaluate",
+    "rerun_queue",
+    "reruns_sweep",
+    "result_aggregate",
     "submission_disqualify",
     "submission_reinstate",
     "evaluation_progress",

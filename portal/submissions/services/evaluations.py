@@ -7,9 +7,7 @@ redelivered or late message of an abandoned attempt changes nothing.
 from __future__ import annotations
 
 import logging
-import math
 import uuid
-from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
@@ -19,17 +17,22 @@ from django.utils import timezone
 from evaluator.contract import (
     ContractError,
     EvaluationOutcome,
-    cap_log,
 )
 from evaluator.contract import (
     ProblemResult as ReportedResult,
 )
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult, Submission
+from portal.submissions import broker
+from portal.submissions.models import ProblemResult, ResultRun, Submission
+from portal.submissions.services.reported import MESSAGE_CAP_CHARS, reported_fields
+from portal.submissions.services.reruns import (
+    first_run,
+    rerun_finish,
+    rerun_progress,
+    rerun_start,
+)
 
 logger = logging.getLogger(__name__)
-
-MESSAGE_CAP_CHARS = 4000
 
 
 def _evaluation_uuid(value: Any) -> uuid.UUID:
@@ -59,9 +62,13 @@ def evaluation_start(*, evaluation_id: str, host: str) -> bool:
     redelivered = Submission.objects.filter(
         evaluation_id=eid, status=Submission.Status.RUNNING
     ).update(heartbeat_at=now, host=host)
-    if not redelivered:
-        logger.info("start of evaluation %s dropped: not queued or running", eid)
-    return bool(redelivered)
+    if redelivered:
+        return True
+    # Not a submission's attempt: perhaps a re-run for the ranking (services/reruns.py).
+    if rerun_start(evaluation_id=eid, host=host):
+        return True
+    logger.info("start of evaluation %s dropped: not queued or running", eid)
+    return False
 
 
 def evaluation_progress(*, evaluation_id: str, done: int, total: int, current: str) -> bool:
@@ -70,45 +77,15 @@ def evaluation_progress(*, evaluation_id: str, done: int, total: int, current: s
     done, total = _count(done), _count(total)
     now = timezone.now()
     # A progress message may overtake the started one on a busy portal queue: it starts too.
-    return bool(
-        Submission.objects.filter(evaluation_id=eid, status__in=Submission.ACTIVE).update(
-            status=Submission.Status.RUNNING,
-            started_at=Coalesce("started_at", now),
-            heartbeat_at=now,
-            progress_done=done,
-            progress_total=total,
-            current_problem=str(current)[:80],
-        )
+    updated = Submission.objects.filter(evaluation_id=eid, status__in=Submission.ACTIVE).update(
+        status=Submission.Status.RUNNING,
+        started_at=Coalesce("started_at", now),
+        heartbeat_at=now,
+        progress_done=done,
+        progress_total=total,
+        current_problem=str(current)[:80],
     )
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _error(value: float | None) -> float | None:
-    # An infinite error is a fact worth showing; NaN is not a number to compare.
-    return None if value is None or math.isnan(value) else value
-
-
-def _json_safe(value: Any) -> Any:
-    # jsonb has no NaN or Infinity: one such float (an infinite relative error in a case, a
-    # roofline over a zero time) would make PostgreSQL refuse the whole finished message.
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _case_rows(cases: list) -> list[dict[str, Any]]:
-    return [{k: _json_safe(v) for k, v in asdict(case).items()} for case in cases]
-
-
-def _flags(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
-        raise ContractError(f"flags: expected a list of strings, got {value!r}")
-    # Unknown flags are kept (and keep the result off the leaderboard): a newer host may
-    # know a check that this portal does not.
-    return [f[:40] for f in value[:10]]
+    return bool(updated) or rerun_progress(evaluation_id=eid)
 
 
 def _judged_version(submission: Submission, problem: Problem) -> int:
@@ -133,18 +110,7 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
             submission=submission,
             problem=problem,
             problem_version=_judged_version(submission, problem),
-            status=ProblemResult.Status(str(result.status)),
-            world_size=result.world_size,
-            message=result.message[:MESSAGE_CAP_CHARS],
-            log=cap_log(result.log),
-            time_us=_finite(result.time_us),
-            ref_time_us=_finite(result.ref_time_us),
-            speedup=_finite(result.speedup),
-            max_abs_err=_error(result.max_abs_err),
-            max_rel_err=_error(result.max_rel_err),
-            roofline=_finite(result.roofline),
-            flags=_flags(result.flags),
-            cases=_case_rows(result.cases),
+            **reported_fields(result),
         )
     return list(rows.values())
 
@@ -161,6 +127,7 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
     except (KeyError, ValueError):
         raise ContractError(f"unknown outcome {message.get('outcome')!r}") from None
     reported = [ReportedResult.from_json(r) for r in message.get("results") or []]
+    reason = str(message.get("reason") or "")[:MESSAGE_CAP_CHARS]
     status = (
         Submission.Status.DONE if outcome is EvaluationOutcome.DONE else Submission.Status.FAILED
     )
@@ -172,15 +139,22 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
             evaluation_id=eid, status__in=Submission.ACTIVE
         ).update(
             status=status,
-            reason=str(message.get("reason") or "")[:MESSAGE_CAP_CHARS],
+            reason=reason,
             environment=message.get("environment") or {},
             finished_at=now,
             heartbeat_at=now,
             current_problem="",
         )
-        if not finished:
-            logger.info("finish of evaluation %s dropped: not the current attempt", eid)
-            return False
-        submission = Submission.objects.get(evaluation_id=eid)
-        ProblemResult.objects.bulk_create(_result_rows(submission, reported))
-    return True
+        if finished:
+            submission = Submission.objects.get(evaluation_id=eid)
+            results = ProblemResult.objects.bulk_create(_result_rows(submission, reported))
+            ResultRun.objects.bulk_create([first_run(r, judged_at=now) for r in results])
+            # A copy of the request redelivered later (its host died before acknowledging
+            # it) is then skipped by the host rather than judged again.
+            transaction.on_commit(lambda: broker.attempt_over(str(eid), reason="finished"))
+            return True
+    # Not a submission's attempt: perhaps a re-run for the ranking (services/reruns.py).
+    if rerun_finish(evaluation_id=eid, outcome=outcome, reported=reported, reason=reason):
+        return True
+    logger.info("finish of evaluation %s dropped: not the current attempt", eid)
+    return False

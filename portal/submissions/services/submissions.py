@@ -94,7 +94,7 @@ def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -
     """Send the current attempt to its profile's queue once the transaction commits.
 
     A send that fails (the broker is down) is logged and left to the sweeper, which re-sends
-    submissions that wait too long.
+    a queued submission whose request the broker does not hold (no sent marker).
     """
     evaluation_id = str(submission.evaluation_id)
 
@@ -161,7 +161,9 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
 
 
 def submission_requeue(*, submission: Submission, reason: str) -> bool:
-    """Start a new attempt: a new evaluation_id, so that the old attempt's messages drop."""
+    """Start a new attempt: a new evaluation_id, so that the old attempt's messages drop
+    and a host still running it stops."""
+    old_id = str(submission.evaluation_id)
     with transaction.atomic():
         updated = Submission.objects.filter(
             pk=submission.pk, evaluation_id=submission.evaluation_id
@@ -183,15 +185,26 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
             return False  # changed under us (finished, requeued): the caller's view is stale
         ProblemResult.objects.filter(submission_id=submission.pk).delete()
         submission.refresh_from_db()
+        transaction.on_commit(
+            lambda: broker.attempt_over(old_id, reason="superseded by a new attempt"),
+            robust=True,
+        )
         _enqueue_on_commit(submission)
     return True
 
 
 def submission_cancel(*, submission: Submission, reason: str = "Cancelled by an admin.") -> bool:
-    """Stop counting on an active submission; its host's later messages are dropped."""
-    updated = Submission.objects.filter(pk=submission.pk, status__in=Submission.ACTIVE).update(
-        status=Submission.Status.CANCELLED, reason=reason, finished_at=timezone.now()
-    )
+    """Stop counting on an active submission: its host stops within seconds (and its
+    later messages are dropped)."""
+    with transaction.atomic():
+        updated = Submission.objects.filter(pk=submission.pk, status__in=Submission.ACTIVE).update(
+            status=Submission.Status.CANCELLED, reason=reason, finished_at=timezone.now()
+        )
+        if updated:
+            # The current attempt's id, read after the update: a requeue cannot slip between.
+            current = Submission.objects.values_list("evaluation_id", flat=True)
+            eid = str(current.get(pk=submission.pk))
+            transaction.on_commit(lambda: broker.attempt_over(eid, reason="cancelled"), robust=True)
     return bool(updated)
 
 

@@ -32,6 +32,22 @@ def speedup(value: float | None) -> str:
     return f"{value:.2f}×" if _is_number(value) else DASH
 
 
+def _field(item: object, name: str) -> object:
+    # Results are models and dataclasses; case rows are dicts.
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+@register.filter
+def speedup_interval(item: object) -> str:
+    """A result's speedup with its confidence interval: "1.84× (1.80–1.88)"; the speedup
+    alone where no interval was reported (results of older hosts)."""
+    value = _field(item, "speedup")
+    low, high = _field(item, "speedup_low"), _field(item, "speedup_high")
+    if not (_is_number(value) and _is_number(low) and _is_number(high)):
+        return speedup(value)
+    return f"{value:.2f}× ({low:.2f}–{high:.2f})"
+
+
 @register.filter
 def error(value: float | None) -> str:
     if not _is_number(value):

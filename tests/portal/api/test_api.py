@@ -60,7 +60,9 @@ def test_the_leaderboard_by_category(client, problems):
     data = client.get(reverse("api:leaderboard"), {"category": "tensor"}).json()
     assert data["category"] == "tensor"
     assert [r["team"] for r in data["rows"]] == ["PyTorch + NCCL (reference)"]
-    assert client.get(reverse("api:leaderboard"), {"category": "x"}).status_code == 404
+    response = client.get(reverse("api:leaderboard"), {"category": "x"})
+    assert response.status_code == 400
+    assert response.json()["category"][0].startswith("'x' is not one of: collective,")
 
 
 @pytest.fixture

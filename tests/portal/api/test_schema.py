@@ -45,3 +45,38 @@ def test_the_schema_is_valid_openapi_without_warnings(tmp_path):
     # enum, a view it cannot read) fails the command.
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yml"))
     assert "/api/submissions/{id}/cancel/" in (tmp_path / "s.yml").read_text()
+
+
+def _operations(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            yield path, method, operation
+
+
+def test_every_operation_documents_its_401_and_429_and_lookups_their_404(client):
+    schema = client.get(reverse("api:schema"), {"format": "json"}).json()
+    for path, method, operation in _operations(schema):
+        responses = operation["responses"]
+        assert {"401", "429"} <= set(responses), (method, path)
+        if "{" in path:
+            assert "404" in responses, (method, path)
+        detail = responses["401"]["content"]["application/json"]["schema"]["$ref"]
+        assert detail == "#/components/schemas/ErrorDetail"
+    assert schema["components"]["schemas"]["ErrorDetail"]["required"] == ["detail"]
+
+
+def test_bad_query_parameters_are_documented_as_a_400(client):
+    schema = client.get(reverse("api:schema"), {"format": "json"}).json()
+    teams = schema["paths"]["/api/teams/"]["get"]
+    assert "400" in teams["responses"]
+    limits = {p["name"]: p["schema"]["minimum"] for p in teams["parameters"]}
+    assert limits == {"limit": 1, "offset": 0}
+    assert "400" in schema["paths"]["/api/leaderboard/"]["get"]["responses"]
+
+
+def test_an_unknown_api_address_is_a_json_404(client):
+    for url in ("/api/nope/", "/api/teams/not a slug/", "/api/submissions/x/cancel/"):
+        response = client.post(url) if url.endswith("cancel/") else client.get(url)
+        assert response.status_code == 404
+        assert response.json() == {"detail": "No such API address."}
+    assert client.get("/api/teams").status_code == 301  # APPEND_SLASH still redirects

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import hashlib
+from importlib import import_module
 
 import pytest
+from django.apps import apps
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from portal.accounts.services import team_leave
+from portal.accounts.models import Membership
+from portal.accounts.services import team_join, team_leave, team_remove_member
 from portal.api.models import ApiToken
 from portal.api.services import (
     MAX_ACTIVE_TOKENS_PER_USER,
@@ -165,3 +168,37 @@ def test_a_session_write_needs_the_csrf_token(alice, submission_bundle):
     response = client.post(reverse("api:submissions"), {"bundle": submission_bundle})
     assert response.status_code == 403
     assert "CSRF" in response.json()["detail"]
+
+
+def test_a_token_of_a_member_who_left_stays_revoked_when_they_rejoin(alice, bob, team):
+    token, secret = api_token_create(user=bob, name="laptop")
+    team_leave(user=bob)
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    team_join(user=bob, invite_code=team.invite_code)
+    assert_refused(with_header(f"Token {secret}").get(reverse("api:me")), "was revoked")
+
+
+def test_a_removed_members_tokens_are_revoked_and_others_kept(alice, bob, team):
+    _, bobs = api_token_create(user=bob, name="laptop")
+    _, alices = api_token_create(user=alice, name="laptop")
+    team_remove_member(owner=alice, member_id=bob.pk)
+    team_join(user=bob, invite_code=team.invite_code)
+    assert_refused(with_header(f"Token {bobs}").get(reverse("api:me")), "was revoked")
+    assert with_header(f"Token {alices}").get(reverse("api:me")).status_code == 200
+
+
+def test_a_membership_deleted_in_the_admin_revokes_the_tokens_too(alice, bob, team):
+    token, _ = api_token_create(user=bob, name="laptop")
+    Membership.objects.filter(user=bob).delete()  # what the team admin's inline does
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+
+
+def test_the_migration_revokes_tokens_left_suspended_before(alice, bob, team):
+    token, _ = api_token_create(user=bob, name="laptop")
+    kept, _ = api_token_create(user=alice, name="laptop")
+    # A departure from before the revocation existed: the membership gone, the token not.
+    Membership.objects.filter(user=bob)._raw_delete(Membership.objects.db)
+    migration = import_module("portal.api.migrations.0002_revoke_departed_members_tokens")
+    migration.revoke(apps, None)
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    assert ApiToken.objects.get(pk=kept.pk).revoked_at is None

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluator import liveness
 from portal.submissions.models import Submission
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory
 
@@ -90,3 +91,19 @@ def test_the_page_links_to_the_teams_public_page(client, alice, failed):
     client.force_login(alice)
     html = pages(client, failed)[0].content.decode()
     assert f'href="/teams/{failed.team.slug}/?profile=cpu"' in html
+
+
+def test_a_queued_submission_says_when_no_worker_of_its_profile_is_connected(
+    client, alice, team, liveness_keys
+):
+    waiting = SubmissionFactory(team=team, user=alice)
+    client.force_login(alice)
+    for response in pages(client, waiting):
+        html = response.content.decode()
+        assert "waiting for a cpu worker (CPU, 4 ranks over gloo): none is connected now" in html
+    # A worker announces itself on every heartbeat (evaluator.tasks.KeepMessagesVisible).
+    liveness.announce_worker(liveness_keys, profile="cpu", name="pkb-cpu@host")
+    for response in pages(client, waiting):
+        html = response.content.decode()
+        assert "none is connected" not in html
+        assert "waiting for a CPU, 4 ranks over gloo host" in html

@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from django.db import OperationalError
 
 from evaluator.contract import (
     FINISHED_TASK,
@@ -16,6 +17,7 @@ from evaluator.contract import (
     progress_message,
     started_message,
 )
+from evaluator.liveness import DEFAULT_VISIBILITY_TIMEOUT_S as EVALUATOR_VISIBILITY_S
 from portal import celery_app
 from portal.submissions import tasks
 from portal.submissions.models import Submission
@@ -36,12 +38,33 @@ def test_the_tasks_are_registered_under_the_contract_names():
         assert celery_app.amqp.router.route({}, name)["queue"].name == PORTAL_QUEUE
 
 
-def test_the_celery_app_is_configured_for_json_and_long_evaluations():
+def test_the_celery_app_is_configured_for_json_and_heartbeats(settings):
     conf = celery_app.conf
     assert conf.task_serializer == "json" and conf.accept_content == ["json"]
-    assert conf.broker_transport_options["visibility_timeout"] == 7200
+    # The visibility timeout is a few heartbeats (hosts renew it), the same as the hosts'.
+    assert conf.broker_transport_options["visibility_timeout"] == EVALUATOR_VISIBILITY_S == 60
+    assert conf.broker_transport_options["unacked_restore_throttle"] == 1
     assert conf.beat_schedule["sweep-submissions"]["task"] == tasks.SWEEP_TASK
-    assert conf.beat_schedule["sweep-submissions"]["schedule"] == 60.0
+    assert conf.beat_schedule["sweep-submissions"]["schedule"] == settings.PKB_SWEEP_INTERVAL_S
+
+
+def test_the_defaults_queue_a_killed_hosts_work_again_within_two_minutes(settings):
+    # The last heartbeat may come up to one interval before the kill; the sweeper notices
+    # the silence PKB_STUCK_AFTER_S later, at its next run at the latest.
+    worst = settings.PKB_HEARTBEAT_S + settings.PKB_STUCK_AFTER_S + settings.PKB_SWEEP_INTERVAL_S
+    assert worst <= 120
+    # The broker's own path is faster still: it hands the message out again after the
+    # visibility timeout, restored within kombu's 5 s check.
+    assert settings.PKB_HEARTBEAT_S + settings.PKB_VISIBILITY_TIMEOUT_S + 5 <= 120
+
+
+def test_recording_tasks_are_acknowledged_late_and_given_back_if_their_worker_dies():
+    celery_app.loader.import_default_modules()
+    for name in (STARTED_TASK, PROGRESS_TASK, FINISHED_TASK):
+        task = celery_app.tasks[name]
+        assert task.acks_late and task.reject_on_worker_lost, name
+        # A database outage is retried, not acknowledged and lost.
+        assert OperationalError in task.autoretry_for and task.retry_backoff_max <= 30, name
 
 
 def test_a_whole_evaluation_through_the_tasks(submission):

@@ -1,0 +1,16 @@
+"""What a queued submission waits for, as its page says it."""
+
+from __future__ import annotations
+
+from django import template
+
+from portal.submissions import broker
+
+register = template.Library()
+
+
+@register.simple_tag
+def worker_missing(profile: str) -> bool:
+    """True when no worker of the hardware profile is connected (no heartbeat of one for
+    three heartbeats); False when there is one, or when the broker cannot say."""
+    return broker.worker_missing(profile)

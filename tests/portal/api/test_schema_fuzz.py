@@ -1,0 +1,83 @@
+"""schemathesis against the API's own OpenAPI schema (/api/schema/), in process: for every
+operation, requests generated from the schema, valid and invalid, with a team token and
+without. No response may be a server error, and every status code, body and content type
+must be the documented one (the 400/401/404/429 that DRF sends on its own included).
+
+Bounded: MAX_EXAMPLES per operation and test, about 30 s on 2 cores in all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import positive_data_acceptance
+
+from portal.api.services import api_token_create
+from portal.api.throttling import AnonRateThrottle, UserRateThrottle
+from portal.wsgi import application
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory
+
+MAX_EXAMPLES = 15
+
+
+@pytest.fixture
+def api_schema(db, alice, team, problems, monkeypatch) -> Iterator[None]:
+    # The WSGI app runs inside the test's transaction: Django closes connections at each
+    # request's end, which would end it, so the signal is off as the test client does it.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        # Hundreds of requests in seconds: the rates would answer 429 to most of them.
+        for throttle in (UserRateThrottle, AnonRateThrottle):
+            monkeypatch.setattr(throttle, "rate", "1000000/min", raising=False)
+        submission = SubmissionFactory(team=team, user=alice, done=True)
+        ProblemResultFactory(submission=submission, problem=problems["all-reduce"])
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def token_header(alice) -> dict[str, str]:
+    return {"Authorization": f"Token {api_token_create(user=alice, name='schemathesis')[1]}"}
+
+
+# Read from the site itself at collection: the view needs no database.
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+
+
+# Derandomized, with no example database: the same examples on every run and machine, so
+# a failure is a bug to fix, never a flake (and nothing is written into the checkout).
+BOUNDED = settings(
+    max_examples=MAX_EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _excluded(case) -> list:
+    # A bundle that schemathesis makes up is random bytes: the upload is refused (400) even
+    # when the request is schema-valid, so "valid data is accepted" cannot hold there.
+    if case.method == "POST" and case.path == "/api/submissions/":
+        return [positive_data_acceptance]
+    return []
+
+
+@schema.parametrize()
+@BOUNDED
+def test_the_api_answers_a_team_token_as_its_schema_says(case, api_schema, token_header):
+    case.call_and_validate(headers=token_header, excluded_checks=_excluded(case))
+
+
+@schema.parametrize()
+@BOUNDED
+def test_the_api_answers_anonymous_clients_as_its_schema_says(case, api_schema):
+    case.call_and_validate(excluded_checks=_excluded(case))
