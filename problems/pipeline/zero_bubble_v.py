@@ -128,10 +128,12 @@ PROBLEM = Problem(
             "bfloat16",
             {"micro_batches": 4, "batch": 1, "seq": 1024, "hidden": 2048, "ffn": 2048},
         ),
+        # 512-token micro-batches: eight of 1024 took 6.3 ms on 2x H200 (2026-11-23),
+        # over the catalog's 5 ms ceiling per case.
         Case(
             "demo-h2k-m8",
             "bfloat16",
-            {"micro_batches": 8, "batch": 1, "seq": 1024, "hidden": 2048, "ffn": 2048},
+            {"micro_batches": 8, "batch": 1, "seq": 512, "hidden": 2048, "ffn": 2048},
         ),
     ),
 )
