@@ -73,6 +73,11 @@ def test_the_queue_shows_depth_and_oldest_wait_per_profile(client):
     assert "none waiting" in page  # the idle profiles
 
 
+def test_every_page_links_to_the_queue(client):
+    home = client.get(reverse("leaderboard:home")).content.decode()
+    assert f'href="{reverse("ops:queue")}"' in home
+
+
 def test_metrics_count_the_queue_states_durations_and_heartbeats(client):
     now = timezone.now()
     SubmissionFactory.create_batch(2)
