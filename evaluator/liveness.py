@@ -30,6 +30,8 @@ from typing import Any
 
 import redis
 
+from evaluator.settings import env_int
+
 log = logging.getLogger(__name__)
 
 # Defaults shared by both sides; the portal's settings read the same variables.
@@ -70,27 +72,14 @@ def workers_key(profile: str) -> str:
     return f"pkb:workers:{profile}"
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise LivenessError(f"{name} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise LivenessError(f"{name} must be positive, got {value}")
-    return value
-
-
 def heartbeat_s(env: Mapping[str, str] = os.environ) -> int:
-    return _positive(env, "PKB_HEARTBEAT_S", DEFAULT_HEARTBEAT_S)
+    return env_int(env, "PKB_HEARTBEAT_S", DEFAULT_HEARTBEAT_S, minimum=1)
 
 
 def visibility_timeout_s(env: Mapping[str, str] = os.environ) -> int:
     """How long Redis keeps an unacknowledged message from other workers: a few heartbeats,
     since a running evaluation renews its message's deadline on every one."""
-    value = _positive(env, "PKB_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_TIMEOUT_S)
+    value = env_int(env, "PKB_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_TIMEOUT_S, minimum=1)
     if value < 3 * heartbeat_s(env):
         raise LivenessError("PKB_VISIBILITY_TIMEOUT_S must be at least 3 x PKB_HEARTBEAT_S")
     return value
