@@ -1,6 +1,6 @@
 """The harness's floor, and the trusted clock's margin (numbers to read, not tests).
 
-    python -m evaluator.floor --out DIR [--iters 200] [--no-full] [--cpu]  (2+ CUDA GPUs)
+    python -m evaluator.floor --out DIR [--iters 200] [--no-full] [--cpu]  (CUDA GPUs)
     python -m evaluator.floor --calibrate --out DIR [--profile h200x2] [--rounds 20]
 
 FLOOR (GPU hosts; one process per GPU, started here: no torchrun). The all-reduce
@@ -10,12 +10,16 @@ only copies its input into a preallocated output, each timed:
              (the independent measurement, as nccl-tests times a collective);
   - rounds:  the evaluator's rounds (`timing.run_batch`: fresh inputs staged before the
              batch, a copy and a digest of each output after its call, outside its events);
+  - parts:   the rounds with nothing, a copy, or a copy and its digest after each call
+             (where the floor comes from);
   - former:  the former loop (`timing.run_timed`: a device synchronise and a barrier
              around every call, a copy after it);
   - evaluator: the whole evaluator (`runner.evaluate_bundle`, rank pools, commitments,
              checks): the median candidate round of a bundle holding the same two
              solutions (leave out with --no-full).
 Per line the slowest rank per call, median in us. Writes floor.json and floor.md.
+On a host of one GPU it runs one rank: the harness's own per-call cost is all there is to
+see (NCCL's all-reduce of one rank is a local copy), not the collective's; the table says so.
 
 CALIBRATE (any profile, CPU included). Judges a bundle whose solution IS the all-reduce
 reference through the whole evaluator with the clock check off, and records for every
@@ -52,7 +56,7 @@ from evaluator.profiles import HardwareProfile, get_profile
 from evaluator.ranks import NO_MULTICAST, _Commitment
 from evaluator.runner import evaluate_bundle
 from evaluator.settings import load_settings
-from evaluator.timing import copy_output, run_batch, run_timed
+from evaluator.timing import copy_output, digest, run_batch, run_timed
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext, Problem
 
@@ -246,8 +250,8 @@ def clock_markdown(report: dict[str, Any]) -> str:
 def floor(args: argparse.Namespace) -> dict[str, Any]:
     """The floor table; `--cpu` runs it over gloo, to try the command without GPUs."""
     world = args.world_size or (2 if args.cpu else torch.cuda.device_count())
-    if world < 2:
-        raise SystemExit("the floor needs 2 or more CUDA GPUs (or --cpu)")
+    if world < 1:
+        raise SystemExit("the floor needs CUDA GPUs (or --cpu)")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_floor_rank, args=(r, world, args, queue)) for r in range(world)]
@@ -305,7 +309,7 @@ def _floor_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> 
         for name, fn in (("all-reduce reference", all_reduce.solution), ("empty (copy)", copier)):
             line: dict[str, Any] = {"solution": name, "n": n}
             line["events_us"] = _slowest([_events(fn, make(0), args.iters, device)], device)[0]
-            for key, way in (("rounds_us", _rounds), ("former_us", _former)):
+            for key, way in (("rounds_us", _rounds), ("former_us", _former), *_PARTS):
                 line[key] = statistics.median(_slowest(way(fn, make, args.iters, device), device))
             lines.append(line)
     if rank == 0:
@@ -348,6 +352,32 @@ def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, devi
             if keep:
                 times += batch
     return times[:iters]
+
+
+def _rounds_with(after: Callable[[Any], Any]) -> Callable[..., list]:
+    """The rounds with only part of the work after each call: where the floor comes from."""
+
+    def way(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
+        times: list[float] = []
+        seed = 1
+        while len(times) < iters:
+            for count, keep in ((WARMUP, False), (BATCH, True)):
+                inputs = [make(seed + i) for i in range(count)]
+                seed += count
+                batch = run_batch(fn, inputs, device=device, after_call=lambda i, out: after(out))
+                if keep:
+                    times += batch
+        return times[:iters]
+
+    return way
+
+
+# Nothing after a call; a copy of the output only; the copy and its digest (the rounds).
+_PARTS = (
+    ("bare_us", _rounds_with(lambda out: None)),
+    ("copied_us", _rounds_with(copy_output)),
+    ("digested_us", _rounds_with(lambda out: digest(copy_output(out)))),
+)
 
 
 def _former(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
@@ -404,8 +434,14 @@ def _problem(
     slug: str, reference: Callable[..., Any], sizes: tuple[int, ...], dtype: str = "bfloat16"
 ) -> Problem:
     cases = tuple(Case(f"n={n}", dtype, {"n": n}) for n in sizes)
+    # One rank too: a host of one GPU measures the harness's own cost (see the docstring).
     return dataclasses.replace(
-        all_reduce.PROBLEM, slug=slug, reference=reference, dev_cases=cases, eval_cases=cases
+        all_reduce.PROBLEM,
+        slug=slug,
+        reference=reference,
+        dev_cases=cases,
+        eval_cases=cases,
+        world_sizes=(1, *all_reduce.PROBLEM.world_sizes),
     )
 
 
@@ -424,17 +460,20 @@ def floor_markdown(report: dict[str, Any]) -> str:
         f"Slowest rank per call, median of {report['iters']} calls, us. Goal: the rounds "
         f"within {GOAL_REL:.0%} of the events, or {GOAL_US:g} us.",
         "",
+        *_one_rank_note(report["world_size"]),
         "| solution | elements | events (back to back) | rounds (now) | former loop | "
-        "rounds - events | goal |",
-        "|---|---|---|---|---|---|---|",
+        "rounds - events | goal | rounds, nothing after a call | a copy after | "
+        "a copy and digest after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for line in report["lines"]:
         gap = line["rounds_us"] - line["events_us"]
         met = gap <= max(GOAL_REL * line["events_us"], GOAL_US)
+        parts = " | ".join(_us(line.get(key)) for key, _ in _PARTS)
         lines.append(
             f"| {line['solution']} | {line['n']} | {line['events_us']:.1f} | "
             f"{line['rounds_us']:.1f} | {line['former_us']:.1f} | {gap:+.1f} | "
-            f"{'met' if met else 'NOT met'} |"
+            f"{'met' if met else 'NOT met'} | {parts} |"
         )
     for result in report.get("evaluator", []):
         lines += [
@@ -450,6 +489,16 @@ def floor_markdown(report: dict[str, Any]) -> str:
                 f"| {case['case']} | {_us(case['candidate_us'])} | {_us(case['reference_us'])} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _one_rank_note(world: int) -> list[str]:
+    if world > 1:
+        return []
+    return [
+        "One rank (a host of one GPU): NCCL's all-reduce of one rank is a local copy, so "
+        "these lines show the harness's own per-call cost, not a collective's.",
+        "",
+    ]
 
 
 def _us(value: float | None) -> str:

@@ -8,7 +8,9 @@
 - timer-cuda-event on CUDA: replacing Event.elapsed_time is flagged and changes nothing.
 - own-loop, ctypes-clock, fill-after-loop, sleeper (tests/redteam/attacks.py) on NCCL:
   commit-then-reveal and the trusted clock catch them on GPUs too, and a correct solution
-  passes right after each on the same worker.
+  passes right after each on the same worker. On a host of one GPU these run one rank,
+  where the two attacks that skip the all-reduce skip nothing (it is the identity), so
+  only the clock's half runs there.
 """
 
 from __future__ import annotations
@@ -28,7 +30,18 @@ from tests.evaluator.archives import make_zip
 from tests.redteam import attacks
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS < 2, reason="needs 2 CUDA GPUs")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPUS < 1, reason="needs CUDA GPUs")]
+# Two ranks where the host has them; one on a host of one GPU (the attacks are on the
+# judge's process and clock, which one rank exercises as well; NCCL runs with one rank).
+WORLD = min(GPUS, 2)
+
+
+def _catalog(files: dict[str, str]) -> dict:
+    return {
+        slug: dataclasses.replace(attacks.problem(slug), world_sizes=(1, 2, 4, 8))
+        for slug in (f[:-3] for f in files)
+    }
+
 
 SPIN_MS = 20
 SIDE_STREAM = f"""
@@ -56,7 +69,7 @@ def test_side_stream_work_is_inside_the_timed_interval():
         "rt-timer-cuda-event.py": timer.source,
         "rt-after-side-stream.py": attacks.HONEST,
     }
-    catalog = {slug: attacks.problem(slug) for slug in (f[:-3] for f in files)}
+    catalog = _catalog(files)
     bundle = read_bundle("gpu.zip", make_zip(files), known_slugs=catalog)
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789"}),
@@ -65,7 +78,7 @@ def test_side_stream_work_is_inside_the_timed_interval():
         iters=5,
         problem_timeout_s=120,
     )
-    profile = HardwareProfile("gpu-redteam", "test", "-", 2, backend="nccl", case_kind="dev")
+    profile = HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev")
     results, _ = evaluate_bundle(
         bundle,
         slugs=list(catalog),
@@ -87,21 +100,34 @@ def test_side_stream_work_is_inside_the_timed_interval():
     assert by_slug["rt-after-side-stream"].status == ProblemStatus.PASSED
 
 
-COMMIT_AND_CLOCK = {
+# Skipping the all-reduce is no cheat on one rank (it is the identity there): commit, then
+# reveal needs two ranks to show. The trusted clock holds on any number.
+COMMIT = {
     "own-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
     "fill-after-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
+}
+CLOCK = {
     "ctypes-clock": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
     "sleeper": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
 }
 
 
-def test_commit_then_reveal_and_the_trusted_clock_hold_on_nccl():
+@pytest.mark.skipif(WORLD < 2, reason="skipped work is caught only where it changes outputs")
+def test_commit_then_reveal_holds_on_nccl():
+    _each_caught_then_an_honest_pass(COMMIT)
+
+
+def test_the_trusted_clock_holds_on_nccl():
+    _each_caught_then_an_honest_pass(CLOCK)
+
+
+def _each_caught_then_an_honest_pass(expected: dict) -> None:
     files: dict[str, str] = {}
     for attack in attacks.ATTACKS:
-        if attack.name in COMMIT_AND_CLOCK:
+        if attack.name in expected:
             files[f"rt-{attack.name}.py"] = attack.source
             files[f"rt-after-{attack.name}.py"] = attacks.HONEST
-    catalog = {slug: attacks.problem(slug) for slug in (f[:-3] for f in files)}
+    catalog = _catalog(files)
     bundle = read_bundle("gpu-commit.zip", make_zip(files), known_slugs=catalog)
     settings = dataclasses.replace(
         load_settings(
@@ -114,7 +140,7 @@ def test_commit_then_reveal_and_the_trusted_clock_hold_on_nccl():
         timed_checks=6,  # every timed call: the verdict does not depend on the draw
         problem_timeout_s=120,
     )
-    profile = HardwareProfile("gpu-redteam", "test", "-", 2, backend="nccl", case_kind="dev")
+    profile = HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev")
     results, _ = evaluate_bundle(
         bundle,
         slugs=list(catalog),
@@ -124,7 +150,7 @@ def test_commit_then_reveal_and_the_trusted_clock_hold_on_nccl():
         problems=catalog,
     )
     by_slug = {r.slug: r for r in results}
-    for name, (status, flag) in COMMIT_AND_CLOCK.items():
+    for name, (status, flag) in expected.items():
         caught = by_slug[f"rt-{name}"]
         assert (caught.status, caught.flags) == (status, [str(flag)]), caught.message
         after = by_slug[f"rt-after-{name}"]
