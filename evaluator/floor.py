@@ -220,8 +220,8 @@ def clock_markdown(report: dict[str, Any]) -> str:
         "call times (ms, largest rank).",
         "",
         "| case | pair | reference round (us) | candidate round (us) | unexplained, "
-        "reference (ms) | unexplained, candidate (ms) | margin needed (ms) |",
-        "|---|---|---|---|---|---|---|",
+        "reference (ms) | unexplained, candidate (ms) | margin needed (ms) | checked calls |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     counts: dict[str, int] = {}
     for pair in report["rounds"]:
@@ -229,8 +229,10 @@ def clock_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {pair['case']} | {k} | {pair['reference_us']:.1f} | {pair['candidate_us']:.1f} "
             f"| {1e3 * pair['reference_overhead_s']:.2f} "
-            f"| {1e3 * pair['candidate_overhead_s']:.2f} | {1e3 * pair['needed_s']:.2f} |"
+            f"| {1e3 * pair['candidate_overhead_s']:.2f} | {1e3 * pair['needed_s']:.2f} "
+            f"| {pair.get('candidate_checked', '-')} |"
         )
+    lines += ["", *_same_code_speedups(report["rounds"])]
     lines += [
         "",
         f"REL = {report['rel']}; worst margin needed: {1e3 * margin['worst_needed_s']:.2f} ms "
@@ -451,6 +453,19 @@ def _bundle(sources: dict[str, str], problems: dict[str, Problem]) -> Any:
         for slug, source in sources.items():
             archive.writestr(f"{slug}.py", source)
     return read_bundle("floor.zip", buf.getvalue(), known_slugs=problems)
+
+
+def _same_code_speedups(rounds: list[dict[str, Any]]) -> list[str]:
+    """Both sides run the same code here: every pair's speedup should read 1.00."""
+    ratios: dict[str, list[float]] = {}
+    for pair in rounds:
+        if pair["candidate_us"] > 0:
+            ratios.setdefault(pair["case"], []).append(pair["reference_us"] / pair["candidate_us"])
+    return [
+        f"Same code on both sides, {case}: median pair speedup {statistics.median(r):.3f} "
+        f"(pairs from {min(r):.2f} to {max(r):.2f})."
+        for case, r in ratios.items()
+    ]
 
 
 def floor_markdown(report: dict[str, Any]) -> str:

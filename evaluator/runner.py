@@ -778,6 +778,8 @@ def _observed(pair: dict[str, float], reference: _Round, candidate: _Round) -> d
         "candidate_overhead_s": candidate.overhead_s,
         "reference_observed_s": max(reference.observed_s),
         "candidate_observed_s": max(candidate.observed_s),
+        # The judge checks these calls while the candidate's round runs (same command).
+        "candidate_checked": len(candidate.commit.checked),
     }
 
 
