@@ -6,6 +6,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from portal.accounts.models import Membership, Team
+from portal.leaderboard.selectors import ExampleRow
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, ResultRun, Submission
 
@@ -62,6 +63,12 @@ class RowSerializer(serializers.Serializer):
     team = serializers.CharField(source="team_name")
     team_slug = serializers.CharField()
     is_baseline = serializers.BooleanField()
+    is_example = serializers.BooleanField(
+        help_text="An example bundle's row: shown beside the ranking, never ranked (rank null)."
+    )
+    label = serializers.CharField(
+        allow_null=True, help_text="The example's public label; null for other rows."
+    )
     score = ScoreSerializer()
     categories = ScoreSerializer(many=True)
     reached_at = serializers.DateTimeField(allow_null=True)
@@ -221,10 +228,38 @@ class ProblemRankingRowSerializer(serializers.Serializer):
     reached_at = serializers.DateTimeField(allow_null=True)
 
 
+class ProblemExampleRowSerializer(serializers.Serializer):
+    is_example = serializers.BooleanField(default=True, help_text="Always true.")
+    label = serializers.CharField(help_text="The example's public label.")
+    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
+    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
+    speedup_high = serializers.FloatField(allow_null=True)
+    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
+    time_us = serializers.FloatField(allow_null=True)
+    ref_time_us = serializers.FloatField(allow_null=True)
+    roofline = serializers.FloatField(allow_null=True)
+    reached_at = serializers.DateTimeField(allow_null=True)
+    source_url = serializers.SerializerMethodField(
+        help_text="The example's bundle: examples are public code."
+    )
+
+    def get_source_url(self, row: ExampleRow) -> str | None:
+        if row.submission_id is None:
+            return None
+        path = reverse("submissions:bundle", args=[row.submission_id])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
 class ProblemRankingSerializer(serializers.Serializer):
     problem = serializers.CharField()
     profile = serializers.CharField()
     rows = ProblemRankingRowSerializer(many=True)
+    examples = ProblemExampleRowSerializer(
+        many=True,
+        help_text="The example bundles' best results, fastest first; never ranked (like the "
+        "baseline, which is 1.0x by definition and not listed).",
+    )
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -23,7 +23,7 @@ from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.api import serializers
 from portal.api.models import ApiToken
-from portal.leaderboard.selectors import leaderboard, problem_ranking
+from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.models import Submission
@@ -114,9 +114,15 @@ class ProblemLeaderboard(APIView):
     def get(self, request: Request, slug: str) -> Response:
         profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
         problem = get_object_or_404(Problem.objects.published(), slug=slug)
-        rows = problem_ranking(problem=problem, profile=profile)
-        data = {"problem": problem.slug, "profile": profile, "rows": rows}
-        return Response(serializers.ProblemRankingSerializer(data).data)
+        board = problem_board(problem=problem, profile=profile)
+        data = {
+            "problem": problem.slug,
+            "profile": profile,
+            "rows": board.ranking,
+            "examples": board.examples,
+        }
+        context = {"request": request}
+        return Response(serializers.ProblemRankingSerializer(data, context=context).data)
 
 
 def _form_errors(form: SubmissionForm) -> dict[str, list[str]]:

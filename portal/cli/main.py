@@ -238,10 +238,10 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
         "rank", "team", "speedup", "time", "reference", "roofline",
         title=f"{board['problem']}, profile {board['profile']}",
     )  # fmt: skip
-    for row in board["rows"]:
+    for row in _with_examples(board):
         table.add_row(
-            str(row["rank"]),
-            row["team"],
+            "—" if row.get("is_example") else str(row["rank"]),
+            row["label"] if row.get("is_example") else row["team"],
             _speedup(row),
             _fmt(row["time_us"], ".1f", " µs"),
             _fmt(row["ref_time_us"], ".1f", " µs"),
@@ -249,6 +249,19 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
         )
     _out().print(table)
     return EXIT_OK
+
+
+def _with_examples(board: dict) -> list[dict]:
+    """The teams' rows with the example rows (unranked) where their speedups put them, as
+    on the problem's page: an example goes under every team at least as fast."""
+
+    def place(row: dict) -> float:
+        return -row["speedup"] if row["speedup"] is not None else float("inf")
+
+    # An older site sends no "examples": the ranking alone.
+    rows = [(place(r), 0, i, r) for i, r in enumerate(board["rows"])]
+    rows += [(place(r), 1, i, r) for i, r in enumerate(board.get("examples", []))]
+    return [row for *_, row in sorted(rows, key=lambda item: item[:3])]
 
 
 def _positive(text: str) -> float:

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
 from evaluator.profiles import PROFILES
-from portal.leaderboard.selectors import problem_ranking
+from portal.leaderboard.selectors import problem_board
 from portal.leaderboard.views import profile_argument
 from portal.problems.models import Category, Problem
 
@@ -38,18 +38,16 @@ def problem_list(request: HttpRequest) -> HttpResponse:
 def problem_detail(request: HttpRequest, slug: str) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.published(), slug=slug)
     profile = profile_argument(request)
-    ranking = problem_ranking(problem=problem, profile=profile)
+    board = problem_board(problem=problem, profile=profile)
     return render(
         request,
         "problems/detail.html",
         {
             "problem": problem,
-            "ranking": ranking,
-            # The reference row goes above the first team not faster than it.
-            "baseline_at": next(
-                (i for i, r in enumerate(ranking) if r.speedup is None or r.speedup <= 1.0),
-                len(ranking),
-            ),
+            "ranking": board.ranking,
+            "examples": board.examples,
+            # Teams, the reference and examples, each where its speedup puts it.
+            "entries": board.entries,
             "profile": PROFILES[profile],
             "profiles": PROFILES.values(),
         },

@@ -116,6 +116,21 @@ class DisqualifiedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ExampleFilter(admin.SimpleListFilter):
+    title = "example"
+    parameter_name = "example"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.examples()
+        if self.value() == "no":
+            return queryset.filter(example_label="")
+        return queryset
+
+
 @admin.register(Submission)
 class SubmissionAdmin(SubmissionActions, admin.ModelAdmin):
     list_display = [
@@ -130,14 +145,23 @@ class SubmissionAdmin(SubmissionActions, admin.ModelAdmin):
         "created_at",
         "finished_at",
         "disqualified",
+        "example_label",
     ]
-    list_filter = ["status", "profile", DisqualifiedFilter]
-    search_fields = ["id", "team__name", "user__username", "bundle_name", "bundle_sha256"]
+    list_filter = ["status", "profile", DisqualifiedFilter, ExampleFilter]
+    search_fields = [
+        "id",
+        "team__name",
+        "user__username",
+        "bundle_name",
+        "bundle_sha256",
+        "example_label",
+    ]
     list_select_related = ["team", "user"]
     date_hierarchy = "created_at"
     inlines = [ProblemResultInline]
-    # Status changes go through the services (compare-and-set, enqueue on commit).
-    readonly_fields = [f.name for f in Submission._meta.fields]
+    # Status changes go through the services (compare-and-set, enqueue on commit). The
+    # example label is staff's to set or clear: a plain field that no service guards.
+    readonly_fields = [f.name for f in Submission._meta.fields if f.name != "example_label"]
 
     def has_add_permission(self, request) -> bool:
         return False

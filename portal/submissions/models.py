@@ -12,6 +12,7 @@ from evaluator.contract import ProblemStatus, ResultFlag
 from portal.accounts.models import Team
 from portal.problems.models import Problem
 
+EXAMPLE_LABEL_MAX = 80
 _EXTENSIONS = (".tar.gz", ".tgz", ".zip", ".tar", ".py")
 
 
@@ -60,9 +61,14 @@ class SubmissionQuerySet(models.QuerySet["Submission"]):
             results__problem__status=Problem.Status.PUBLISHED,
             results__problem__solutions_public_after__lte=now or timezone.now(),
         )
+        # Examples are published code: their whole bundle is anyone's from the start.
+        public |= ~models.Q(example_label="")
         if user.is_authenticated:
             public |= models.Q(team__memberships__user=user)
         return self.filter(public).distinct()
+
+    def examples(self) -> SubmissionQuerySet:
+        return self.exclude(example_label="")
 
     def stalled(self, *, heartbeat_before: datetime) -> SubmissionQuerySet:
         return self.filter(status=Submission.Status.RUNNING, heartbeat_at__lt=heartbeat_before)
@@ -112,6 +118,17 @@ class Submission(models.Model):
     # Set by an admin: the submission's results never rank; the team sees the reason.
     disqualified_at = models.DateTimeField(null=True, blank=True)
     disqualification_reason = models.TextField(blank=True)
+    # Set by staff: an example bundle (e.g. examples/fast), shown on the boards as a row of
+    # its own under this public label, never ranked; its bundle is public.
+    example_label = models.CharField(
+        max_length=EXAMPLE_LABEL_MAX,
+        blank=True,
+        help_text=(
+            "Makes this an example: shown on the boards under this public label, beside the "
+            "baseline, never ranked; anyone may download its bundle. Empty for a team's "
+            "submission."
+        ),
+    )
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -130,6 +147,10 @@ class Submission(models.Model):
     def is_disqualified(self) -> bool:
         """Disqualified on its own or with its whole team."""
         return self.disqualified_at is not None or self.team.is_disqualified
+
+    @property
+    def is_example(self) -> bool:
+        return bool(self.example_label)
 
     @property
     def planned_count(self) -> int:
@@ -155,9 +176,14 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
         return self.filter(flags=[])
 
     def counted(self, *, profile: str) -> ProblemResultQuerySet:
-        """Results that may rank: finished submissions of the profile, published problems,
-        neither the submission nor its team disqualified, judged against the problem's
-        current version (a stale result waits for a re-evaluation)."""
+        """Results that may rank: the `judged` ones of teams' submissions (an example's
+        is shown beside the ranking, never in it)."""
+        return self.judged(profile=profile).filter(submission__example_label="")
+
+    def judged(self, *, profile: str) -> ProblemResultQuerySet:
+        """What the boards are built from: finished submissions of the profile, published
+        problems, neither the submission nor its team disqualified, judged against the
+        problem's current version (a stale result waits for a re-evaluation)."""
         return self.filter(
             submission__profile=profile,
             submission__status=Submission.Status.DONE,

@@ -90,10 +90,11 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_safe
 def submission_bundle(request: HttpRequest, pk: int) -> HttpResponse:
-    """The bundle as uploaded, for its team and staff. For anyone else once a problem it
-    passed has its solutions published (Problem.solutions_public_after): the bundle, or, if
-    it also solves problems whose solutions are not public, an archive of the public
-    problems' files only (portal/submissions/downloads.py)."""
+    """The bundle as uploaded, for its team and staff, and for anyone if it is an example.
+    For anyone else once a problem it passed has its solutions published
+    (Problem.solutions_public_after): the bundle, or, if it also solves problems whose
+    solutions are not public, an archive of the public problems' files only
+    (portal/submissions/downloads.py)."""
     submission = Submission.objects.downloadable_by(request.user).filter(pk=pk).first()
     if submission is None:
         if not request.user.is_authenticated:
@@ -117,7 +118,8 @@ def submission_bundle(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _download_for(request: HttpRequest, submission: Submission) -> Download:
-    if _is_own(request, submission):
+    # An example is published code, whole: its helpers are part of what it teaches.
+    if _is_own(request, submission) or submission.is_example:
         return Download(f"submission-{submission.pk}-{submission.bundle_name}", None)
     try:
         download = public_download(submission)

@@ -108,6 +108,17 @@ def test_the_leaderboard_of_one_problem(capsys, site, problems, team):
     assert code == 0 and "all-reduce, profile cpu" in out and "2.50x" in out
 
 
+def test_example_rows_are_labelled_and_unranked(capsys, site, problems, team, charlie_team):
+    finished_result(team, problems["all-reduce"], 2.5)
+    finished_result(charlie_team, problems["all-reduce"], 3.0, example_label="Example: fast")
+    for argv in (["leaderboard"], ["leaderboard", "--problem", "all-reduce"]):
+        code, out, _ = run(capsys, *argv)
+        lines = [line for line in out.splitlines() if "Example: fast" in line]
+        assert code == 0 and len(lines) == 1 and "—" in lines[0] and "3.00x" in lines[0]
+        assert out.index("Example: fast") < out.index("Alice's Kernels"), argv
+        assert "1 " in next(line for line in out.splitlines() if "Alice's Kernels" in line)
+
+
 def test_an_unknown_category_is_an_error(capsys, site, problems):
     code, _, err = run(capsys, "leaderboard", "--category", "astrology")
     assert code == 3 and "pkb: error:" in err

@@ -4,7 +4,9 @@ A team's best passed, unflagged result per problem counts (a flagged pass, e.g. 
 the physical floor, is evidence on its submission's page, never a score). Results are
 always selected through `ProblemResult.objects.counted(profile=...)`, so one hardware
 profile's results never meet another's, and whatever `counted` excludes (unfinished or
-disqualified submissions, unpublished problems) is excluded everywhere.
+disqualified submissions, unpublished problems) is excluded everywhere. Examples
+(`Submission.example_label`) are left out of `counted`; the boards read them with the
+teams' (`judged`) and show them as labelled rows beside the baseline, never ranked.
 
 Scoring and the ranking order are in `portal.leaderboard.scoring`. Boards are memoised by
 `portal.leaderboard.freshness` until the data they read changes.
@@ -19,7 +21,15 @@ from portal.leaderboard.selectors.board import (
     leaderboard,
     leaderboard_rows,
 )
-from portal.leaderboard.selectors.ranking import ProblemRow, problem_ranking
+from portal.leaderboard.selectors.ranking import (
+    ExampleRow,
+    ProblemBoard,
+    ProblemEntry,
+    ProblemRow,
+    problem_board,
+    problem_entries,
+    problem_ranking,
+)
 from portal.leaderboard.selectors.teams import (
     HistoryEntry,
     TeamBest,
@@ -32,7 +42,10 @@ __all__ = [
     "BASELINE_NAME",
     "Board",
     "CategoryColumn",
+    "ExampleRow",
     "HistoryEntry",
+    "ProblemBoard",
+    "ProblemEntry",
     "ProblemRow",
     "Row",
     "TeamBest",
@@ -40,6 +53,8 @@ __all__ = [
     "build_leaderboard",
     "leaderboard",
     "leaderboard_rows",
+    "problem_board",
+    "problem_entries",
     "problem_ranking",
     "team_history",
     "team_standing",

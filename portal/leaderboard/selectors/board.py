@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import cached_property
 
 from django.db import connection
-from django.db.models import F, QuerySet, Window
+from django.db.models import Case, F, QuerySet, When, Window
 from django.db.models.functions import RowNumber
 from django.utils.safestring import SafeString
 
@@ -42,7 +42,18 @@ class Row:
     # shows 50 of 1,000 teams; parsing all of them would cost a rebuild tens of ms).
     best_pairs: str = ""
     is_baseline: bool = False
-    rank: int | None = None  # None for the baseline
+    # An example bundle's row (Submission.example_label): `team_name` is its label.
+    is_example: bool = False
+    rank: int | None = None  # None for the baseline and examples
+
+    @property
+    def is_ranked(self) -> bool:
+        return not (self.is_baseline or self.is_example)
+
+    @property
+    def label(self) -> str | None:
+        """The public label of an example's row; None for other rows."""
+        return self.team_name if self.is_example else None
 
     @property
     def roofline(self) -> float | None:
@@ -83,18 +94,23 @@ class Board:
 
     @property
     def teams(self) -> int:
-        return sum(1 for r in self.rows if not r.is_baseline)
+        return sum(1 for r in self.rows if r.is_ranked)
 
 
 def _best_per_problem(*, profile: str, problem_ids: list[int] | None) -> QuerySet:
-    """The best passed, unflagged result of each (team, problem); earliest among equals.
+    """The best passed, unflagged result of each (team, problem) and of each (example
+    label, problem); earliest among equals.
 
-    `problem_ids`: the problems in scope; None for every published one.
+    An example's results are grouped by its label, whoever submitted it: `best_team` is
+    NULL for them, `best_label` empty for teams'. `problem_ids`: the problems in scope;
+    None for every published one.
     """
-    team = F("submission__team_id")
-    counted = ProblemResult.objects.counted(profile=profile).passed().unflagged()
+    label = F("submission__example_label")
+    team = Case(When(submission__example_label="", then=F("submission__team_id")))
+    counted = ProblemResult.objects.judged(profile=profile).passed().unflagged()
     if problem_ids is not None:
         counted = counted.filter(problem_id__in=problem_ids)
+    counted = counted.annotate(best_team=team, best_label=label)
     order = [
         F("speedup").desc(nulls_last=True),
         F("submission__finished_at").asc(),
@@ -102,17 +118,18 @@ def _best_per_problem(*, profile: str, problem_ids: list[int] | None) -> QuerySe
     ]
     if connection.vendor == "postgresql":
         # DISTINCT ON keeps the first row of each group in one sort, without numbering every
-        # row first as the window function does.
-        best = counted.order_by(team, "problem_id", *order).distinct(
-            "submission__team_id", "problem_id"
+        # row first as the window function does. NULLs (every example) are one group.
+        best = counted.order_by("best_team", "best_label", "problem_id", *order).distinct(
+            "best_team", "best_label", "problem_id"
         )
     else:
-        window = Window(RowNumber(), partition_by=[team, F("problem_id")], order_by=order)
+        window = Window(RowNumber(), partition_by=[team, label, F("problem_id")], order_by=order)
         best = counted.annotate(place=window).filter(place=1)
     return best.values(
         "speedup",
         "roofline",
-        best_team=team,
+        "best_team",
+        "best_label",
         best_category=F("problem__category"),
         best_weight=F("problem__weight"),
         best_at=F("submission__finished_at"),
@@ -138,13 +155,13 @@ def _totals_sql(best_sql: str) -> str:
         for p in HEADLINE_P
     ]
     return f"""
-        SELECT best_team, best_category, COUNT(*),
+        SELECT best_team, best_label, best_category, COUNT(*),
             SUM(CASE WHEN speedup > 1 THEN 1 ELSE 0 END), {", ".join(above)},
             SUM(CASE WHEN speedup > 0 THEN LN(speedup) ELSE 0 END),
             SUM(CASE WHEN speedup > 0 THEN 1 ELSE 0 END),
             COALESCE(SUM(roofline), 0), COUNT(roofline), MAX(best_at), {_pairs_sql()}
         FROM ({best_sql}) AS best
-        GROUP BY best_team, best_category"""
+        GROUP BY best_team, best_label, best_category"""
 
 
 @dataclass
@@ -154,8 +171,9 @@ class _TeamTotals:
     pairs: list[str] = field(default_factory=list)
 
 
-def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int, _TeamTotals]:
-    """Every ranked team's totals per category; one query.
+def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int | str, _TeamTotals]:
+    """Every team's totals per category, by team id, and every example's, by its label;
+    one query.
 
     The database sums, so that about 12 rows per team cross to Python rather than one per
     solved problem (33,000 at 1,000 teams and 90 problems, most of a rebuild's time).
@@ -165,14 +183,14 @@ def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int, _T
     ).query.sql_with_params()
     # SQLite returns MAX() of a datetime as text: the field's own conversion reads it.
     convert = getattr(connection.ops, "convert_datetimefield_value", None)
-    teams: dict[int, _TeamTotals] = defaultdict(_TeamTotals)
+    teams: dict[int | str, _TeamTotals] = defaultdict(_TeamTotals)
     with connection.cursor() as cursor:
         cursor.execute(_totals_sql(best_sql), params)
-        for team_id, category, solved, faster, *rest in cursor.fetchall():
+        for team_id, label, category, solved, faster, *rest in cursor.fetchall():
             *weights, log_sum, timed, roofline_sum, rooflines, reached_at, pairs = rest
             if convert is not None:
                 reached_at = convert(reached_at, None, connection)
-            team = teams[team_id]
+            team = teams[label if team_id is None else team_id]
             team.by_category[category] = Totals(
                 solved,
                 int(faster),
@@ -206,7 +224,9 @@ def _columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
     ]
 
 
-def _team_row(team: tuple[str, str], totals: _TeamTotals, board: Board) -> Row:
+def _team_row(
+    team: tuple[str, str], totals: _TeamTotals, board: Board, *, is_example: bool = False
+) -> Row:
     total = sum(col.total for col in board.columns)
     total_weight = sum(col.total_weight for col in board.columns)
     overall = sum(totals.by_category.values(), Totals())
@@ -224,6 +244,7 @@ def _team_row(team: tuple[str, str], totals: _TeamTotals, board: Board) -> Row:
         ],
         reached_at=totals.reached_at,
         best_pairs=" ".join(totals.pairs),
+        is_example=is_example,
     )
 
 
@@ -244,25 +265,28 @@ def _baseline_row(problems: list[tuple[int, str, float]], board: Board) -> Row:
 
 
 def _rank(rows: list[Row]) -> list[Row]:
-    # Best score first; among equal scores the earlier wins, and the baseline was there first.
+    # Best score first; among equal scores the earlier wins, and the baseline was there
+    # first. An example yields to every team that matches it: it never stands in front of
+    # a team with its score, and takes no rank.
     rows.sort(
         key=lambda r: (
             tuple(-v for v in r.score.sort_key()),
-            not r.is_baseline,
+            0 if r.is_baseline else 2 if r.is_example else 1,
             r.reached_at.timestamp() if r.reached_at else 0.0,
             r.team_name,
         )
     )
     rank = 0
     for row in rows:
-        if not row.is_baseline:
+        if row.is_ranked:
             rank += 1
             row.rank = rank
     return rows
 
 
 def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
-    """The board computed from the database: three queries whatever the number of teams."""
+    """The board computed from the database: three queries whatever the number of teams
+    and examples."""
     all_published = list(
         Problem.objects.published().values_list("id", "category", "weight", "profiles")
     )
@@ -290,11 +314,11 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
         # of bound parameters, and the table is small next to the results.
         for tid, name, slug in Team.objects.values_list("id", "name", "slug")
     }
-    rows += [
-        _team_row(names[tid], totals, board)
-        for tid, totals in per_team.items()
-        if tid in names  # a team deleted since the results were read
-    ]
+    for key, totals in per_team.items():
+        if isinstance(key, str):
+            rows.append(_team_row((key, ""), totals, board, is_example=True))
+        elif key in names:  # else a team deleted since the results were read
+            rows.append(_team_row(names[key], totals, board))
     board.rows = _rank(rows)
     return board
 

@@ -49,7 +49,8 @@ def _rank(status: str, flags: list, speedup: float | None, finished_at: datetime
 def problem_best_submissions(*, problem: Problem) -> list[Submission]:
     """Per team and hardware profile, its best finished submission that tried the problem,
     and its best one judged against an older version of the problem when that is another
-    (disqualified ones left out: they never rank).
+    (disqualified ones left out: they never rank). Examples count apart, per label: an
+    example never stands for its team's best, and its own best stays current too.
 
     A stale result no longer ranks; without the second, a team whose best is a new, slower
     pass would never see its faster old one judged again.
@@ -62,6 +63,7 @@ def problem_best_submissions(*, problem: Problem) -> list[Submission]:
     ).values_list(
         "submission_id",
         "submission__team_id",
+        "submission__example_label",
         "submission__profile",
         "status",
         "flags",
@@ -69,12 +71,13 @@ def problem_best_submissions(*, problem: Problem) -> list[Submission]:
         "submission__finished_at",
         "problem_version",
     )
-    best: dict[tuple[int, str, bool], tuple[tuple, int]] = {}
-    for sid, team_id, profile, status, flags, speedup, finished_at, version in rows:
+    best: dict[tuple[int | str, str, bool], tuple[tuple, int]] = {}
+    for sid, team_id, label, profile, status, flags, speedup, finished_at, version in rows:
         rank = _rank(status, flags, speedup, finished_at or timezone.now())
-        keys = [(team_id, profile, False)]
+        owner = label or team_id
+        keys = [(owner, profile, False)]
         if version != problem.version:
-            keys.append((team_id, profile, True))  # also the best among the stale ones
+            keys.append((owner, profile, True))  # also the best among the stale ones
         for key in keys:
             if key not in best or rank > best[key][0]:
                 best[key] = (rank, sid)

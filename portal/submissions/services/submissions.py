@@ -20,7 +20,7 @@ from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions import broker
-from portal.submissions.models import ProblemResult, Submission
+from portal.submissions.models import EXAMPLE_LABEL_MAX, ProblemResult, Submission
 from portal.submissions.selectors import team_submission_quota
 
 logger = logging.getLogger(__name__)
@@ -74,12 +74,14 @@ def _read_checked_bundle(filename: str, data: bytes, *, profile: str) -> Bundle:
     return bundle
 
 
-def _check_limits(team: Team) -> None:
+def _check_limits(team: Team, *, example: bool = False) -> None:
     if team.is_disqualified:
         raise SubmissionError(
             f"Your team is disqualified ({team.disqualification_reason}); "
             "its submissions would not rank. Contact the organisers."
         )
+    if example:
+        return  # the quota shares hosts fairly between competing teams; examples are staff's
     refusal = team_submission_quota(team).refusal()
     if refusal:
         raise SubmissionError(refusal)
@@ -116,16 +118,29 @@ def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -
     transaction.on_commit(send, robust=True)
 
 
-def submission_create(*, user: User, upload: UploadedFile) -> Submission:
+def _check_example_label(user: User, label: str) -> str:
+    label = label.strip()
+    if label and not user.is_staff:
+        raise SubmissionError("Only staff may submit an example.")
+    if len(label) > EXAMPLE_LABEL_MAX:
+        raise SubmissionError(f"An example's label has at most {EXAMPLE_LABEL_MAX} characters.")
+    return label
+
+
+def submission_create(*, user: User, upload: UploadedFile, example_label: str = "") -> Submission:
     """Check, store and queue a bundle for the user's team, or raise SubmissionError.
 
+    `example_label`: staff's example bundle, shown on the boards under that label and never
+    ranked (Submission.example_label); judged like any other, outside the team's quota.
     Must not run inside a transaction (no ATOMIC_REQUESTS): it owns the commit that makes
     the stored file and the row appear together.
     """
+    example_label = _check_example_label(user, example_label)
     team = team_of(user)
     if team is None:
         raise SubmissionError("Join or create a team before submitting.")
-    _check_limits(team)  # before reading the bundle: a refusal costs nothing
+    example = bool(example_label)
+    _check_limits(team, example=example)  # before reading the bundle: a refusal costs nothing
     profile = settings.PKB_SUBMISSION_PROFILE
     data = _read_upload(upload)
     filename = os.path.basename(upload.name or "bundle")[:255]
@@ -139,6 +154,7 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
         problems=sorted(bundle.solutions),
         status=Submission.Status.QUEUED,
         queued_at=timezone.now(),
+        example_label=example_label,
     )
     # durable: this block is the outermost transaction, so leaving it without an error means
     # the row is committed, and an error means it is not: then the file must go too.
@@ -147,7 +163,7 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
             # The team's row is the lock that serialises its submissions: two uploads at
             # once must not both take the last slot.
             team = Team.objects.select_for_update().get(pk=team.pk)
-            _check_limits(team)
+            _check_limits(team, example=example)
             submission.problem_versions = _problem_versions(submission.problems)
             submission.bundle.save(filename, ContentFile(data), save=False)
             submission.save()
@@ -156,7 +172,13 @@ def submission_create(*, user: User, upload: UploadedFile) -> Submission:
         if submission.bundle.name:
             submission.bundle.storage.delete(submission.bundle.name)
         raise
-    logger.info("submission %s queued: team %s, %s", submission.pk, team.slug, submission.problems)
+    logger.info(
+        "submission %s queued: team %s, %s%s",
+        submission.pk,
+        team.slug,
+        submission.problems,
+        f", example {example_label!r}" if example else "",
+    )
     return submission
 
 
