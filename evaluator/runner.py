@@ -268,8 +268,8 @@ def peer_bandwidth(
 
     None on gloo, or when the measurement failed (then no result gets a roofline).
     """
-    if profile.backend != "nccl":
-        return None
+    if profile.backend != "nccl" or profile.world_size < 2:
+        return None  # one rank has no peers: nothing to measure (a host of one GPU)
     key = (profile.name, profile.world_size)
     if key not in PEER_BANDWIDTH:
         pools.ensure_started()

@@ -1,11 +1,26 @@
 """Helpers a solution may import on GPU hosts: symmetric buffers and CUDA extensions.
 
     from evaluator.runtime import symm_buffer, load_cuda
+    from evaluator.runtime_triton import peer_ptr, block_barrier   # Triton device functions
 
 `symm_buffer(name, numel, dtype)` gives this rank a buffer in symmetric memory, with its
 peers' addresses and a cross-GPU barrier. The first call with a name is collective (every
 rank must make it, with the same arguments) and pays the rendezvous (~3 s on H200s); later
-calls return the same buffer at no cost, so call it inside `solution` freely.
+calls return the same buffer at no cost, so call it inside `solution` freely. A call for
+more elements than the cached buffer holds is collective too: it allocates a larger one
+(the old one stays allocated, since a peer's kernel may still be reading it).
+
+For kernels that synchronise by themselves, without a separate `barrier()` launch, the
+buffer also carries every rank's signal pad: `pads` (an int64 tensor of their addresses,
+by rank, like `ptrs`) and `pad_bytes` (each pad's size). A pad starts zeroed; the barrier
+in `evaluator.runtime_triton` leaves it zeroed again, so it can be reused call after call.
+`next_epoch()` counts this rank's calls on the buffer (0, 1, 2, ...; the same sequence on
+every rank), for kernels that alternate halves of the buffer between calls; `capacity` is
+the whole allocation in elements, which a view from a smaller request does not show.
+`evaluator.runtime_triton` (it imports triton, so only GPU hosts load it) holds the device
+functions: `peer_ptr` (a rank's address from such a table) and `block_barrier` (block b of
+every rank meets block b of every other, over the signal pads). examples/fast shows them
+at work.
 
 `load_cuda(name, cuda_source=..., cpp_source=..., functions=[...])` compiles a CUDA
 extension once per content hash into the evaluation's own cache (PKB_EXTENSION_CACHE, in
@@ -21,15 +36,19 @@ that fails to import there is a compile error and never runs on the ranks.
 NVLink multicast stays off on shared hosts: the evaluator sets NCCL_NVLS_ENABLE=0,
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 for every rank; do not call
 multimem operations.
+
+This module imports no triton, so CPU hosts (and the portal's tests) can import it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
+import itertools
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +67,19 @@ class SymmBuffer:
     ptrs: torch.Tensor  # int64 on this GPU: every rank's buffer address, by rank
     rank: int
     world_size: int
+    pads: torch.Tensor  # int64 on this GPU: every rank's signal pad address, by rank
+    pad_bytes: int  # each signal pad's size (int32 slots: pad_bytes // 4)
+    # Shared by every view of one allocation, so the count is per buffer, not per view.
+    epochs: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def capacity(self) -> int:
+        """Elements in the whole allocation (a view from a smaller request shows fewer)."""
+        return self.tensor.untyped_storage().nbytes() // self.tensor.element_size()
+
+    def next_epoch(self) -> int:
+        """This call's number on this buffer: 0, 1, 2, ... (every rank counts alike)."""
+        return next(self.epochs)
 
     def peer(self, rank: int) -> torch.Tensor:
         """A tensor over rank `rank`'s buffer, readable and writable over NVLink."""
@@ -59,6 +91,9 @@ class SymmBuffer:
 
 
 _BUFFERS: dict[tuple, SymmBuffer] = {}
+# Buffers replaced by larger ones. Never freed: a peer's kernel from the previous call may
+# still be reading this rank's old buffer when the new one is allocated.
+_RETIRED: list[SymmBuffer] = []
 
 
 def symm_buffer(
@@ -73,20 +108,31 @@ def symm_buffer(
     found = _BUFFERS.get(key)
     if found is not None and found.tensor.numel() >= numel:
         return _view(found, numel)
+    if found is not None:
+        _RETIRED.append(found)
     tensor = symm_mem.empty(numel, dtype=dtype, device=device)
     handle = symm_mem.rendezvous(tensor, group.group_name)
-    ptrs = torch.tensor(list(handle.buffer_ptrs), dtype=torch.int64, device=device)
-    found = SymmBuffer(tensor, handle, ptrs, handle.rank, handle.world_size)
+    found = SymmBuffer(
+        tensor,
+        handle,
+        _table(handle.buffer_ptrs, device),
+        handle.rank,
+        handle.world_size,
+        _table(handle.signal_pad_ptrs, device),
+        int(handle.signal_pad_size),
+    )
     _BUFFERS[key] = found
     return found
+
+
+def _table(addresses: Sequence[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor(list(addresses), dtype=torch.int64, device=device)
 
 
 def _view(buffer: SymmBuffer, numel: int) -> SymmBuffer:
     if buffer.tensor.numel() == numel:
         return buffer
-    return SymmBuffer(
-        buffer.tensor[:numel], buffer.handle, buffer.ptrs, buffer.rank, buffer.world_size
-    )
+    return dataclasses.replace(buffer, tensor=buffer.tensor[:numel])
 
 
 def _cache_root() -> Path:

@@ -31,13 +31,13 @@ pytestmark = [
 ]
 
 
-def _profile(world_size: int) -> HardwareProfile:
+def _profile(world_size: int, case_kind: str = "dev") -> HardwareProfile:
     return HardwareProfile(
-        f"gpu-test-{world_size}", "test", "-", world_size, backend="nccl", case_kind="dev"
+        f"gpu-test-{world_size}", "test", "-", world_size, backend="nccl", case_kind=case_kind
     )
 
 
-def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None):
+def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None, case_kind="dev"):
     data = _zip_folder(files) if isinstance(files, Path) else make_zip(files)
     bundle = read_bundle("bundle.zip", data, known_slugs=SLUGS)
     settings = dataclasses.replace(
@@ -50,7 +50,7 @@ def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None):
     results, environment = evaluate_bundle(
         bundle,
         slugs=slugs or sorted(bundle.solutions),
-        profile=_profile(world_size),
+        profile=_profile(world_size, case_kind),
         settings=settings,
         evaluation_id=str(uuid.uuid4()),
     )
@@ -71,6 +71,34 @@ def test_the_symmetric_memory_example_passes(world_size):
         assert not result.flags
     assert environment["gpu_count"] >= world_size and environment["nccl"]
     assert environment["peer_bandwidth_gbps"]["used"] > 50
+
+
+FAST_SLUGS = {
+    "all-gather",
+    "all-reduce",
+    "all-to-all",
+    "broadcast",
+    "gather",
+    "reduce",
+    "reduce-scatter",
+    "scatter",
+    "tp-allgather-gemm-rows",
+    "tp-decode-gemv",
+    "tp-gemm-allreduce",
+    "vp-cross-entropy",
+}
+
+
+@pytest.mark.parametrize("case_kind", ["dev", "eval"])
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_the_fast_example_passes_every_case(world_size, case_kind):
+    # dev cases have the awkward sizes (1000, 500 elements); eval the demo set's large ones.
+    results, _ = _evaluate(EXAMPLES / "fast", world_size, case_kind=case_kind)
+    assert set(results) == FAST_SLUGS
+    for slug, result in results.items():
+        assert result.status == ProblemStatus.PASSED, (slug, result.message, result.log[-2000:])
+        assert result.time_us and result.ref_time_us and result.speedup
+        assert not result.flags, (slug, result.flags)
 
 
 def test_the_pytorch_example_passes_over_nccl():
