@@ -10,8 +10,9 @@ only copies its input into a preallocated output, each timed:
              (the independent measurement, as nccl-tests times a collective);
   - rounds:  the evaluator's rounds (`timing.run_batch`: fresh inputs staged before the
              batch, a copy and a digest of each output after its call, outside its events);
-  - parts:   the rounds with nothing, a copy, or a copy and its digest after each call
-             (where the floor comes from);
+  - parts:   where the floor comes from: the events over a batch of fresh inputs, per-call
+             events over one input, and the rounds with nothing, a copy, or a copy and
+             its digest (the rounds before 2026-11-23) after each call;
   - former:  the former loop (`timing.run_timed`: a device synchronise and a barrier
              around every call, a copy after it);
   - evaluator: the whole evaluator (`runner.evaluate_bundle`, rank pools, commitments,
@@ -321,23 +322,41 @@ def _floor_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> 
 
 def _events(fn: Callable[..., Any], args: dict[str, Any], iters: int, device: Any) -> float:
     """Back-to-back calls between two CUDA events (two timestamps on CPU), per call."""
-    for _ in range(WARMUP):
-        fn(**args)
+    return _events_over(fn, [args], iters, device)
+
+
+def _events_over(fn: Callable[..., Any], inputs: list[dict], iters: int, device: Any) -> float:
+    """Back-to-back calls between two events, taking the staged inputs in turn."""
+    for i in range(WARMUP):
+        fn(**inputs[i % len(inputs)])
     if device.type != "cuda":
         dist.barrier()
         began = time.perf_counter()
-        for _ in range(iters):
-            fn(**args)
+        for i in range(iters):
+            fn(**inputs[i % len(inputs)])
         return (time.perf_counter() - began) * 1e6 / iters
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize(device)
     dist.barrier()
     start.record()
-    for _ in range(iters):
-        fn(**args)
+    for i in range(iters):
+        fn(**inputs[i % len(inputs)])
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1000.0 / iters
+
+
+def _staged_events(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any):
+    """Back to back, but over a batch's worth of fresh inputs: what fresh inputs cost."""
+    return [_events_over(fn, [make(1 + i) for i in range(BATCH)], iters, device)]
+
+
+def _per_call_one_input(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device):
+    """Per-call events over one input, nothing after a call: what the events cost."""
+    args, times = make(1), []
+    while len(times) < iters:
+        times += run_batch(fn, [args] * BATCH, device=device, after_call=lambda i, out: None)
+    return times[:iters]
 
 
 def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
@@ -351,6 +370,7 @@ def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, devi
             # No parent to reveal to: the copies and digests are made, as in a round.
             commitment = _Commitment(None, keep=keep)  # type: ignore[arg-type]
             batch = run_batch(fn, inputs, device=device, after_call=commitment.after_call)
+            commitment.commitments()
             if keep:
                 times += batch
     return times[:iters]
@@ -374,8 +394,11 @@ def _rounds_with(after: Callable[[Any], Any]) -> Callable[..., list]:
     return way
 
 
-# Nothing after a call; a copy of the output only; the copy and its digest (the rounds).
+# Back to back over fresh inputs; per-call events over one input; the rounds with nothing,
+# a copy of the output, or the copy and its digest (the rounds) after each call.
 _PARTS = (
+    ("staged_events_us", _staged_events),
+    ("one_input_us", _per_call_one_input),
     ("bare_us", _rounds_with(lambda out: None)),
     ("copied_us", _rounds_with(copy_output)),
     ("digested_us", _rounds_with(lambda out: digest(copy_output(out)))),
@@ -477,9 +500,9 @@ def floor_markdown(report: dict[str, Any]) -> str:
         "",
         *_one_rank_note(report["world_size"]),
         "| solution | elements | events (back to back) | rounds (now) | former loop | "
-        "rounds - events | goal | rounds, nothing after a call | a copy after | "
-        "a copy and digest after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "rounds - events | goal | events, over fresh inputs | per-call events, one input | "
+        "rounds, nothing after a call | a copy after | a copy and digest after (former) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for line in report["lines"]:
         gap = line["rounds_us"] - line["events_us"]

@@ -364,18 +364,24 @@ class _Commitment:
     which are checked.
 
     After call i returns, its output is copied on the device (a solution may reuse its
-    output buffer in the next call) and the copy reduced to a digest, both queued behind
-    the call without waiting for it. After the batch, the digests go to the parent in one
-    message (`reveal`), and only then does the parent say which of the calls the judge
-    checks; the copies of those are shipped and the judge digests them again. Bundle code
-    that drives this protocol itself must commit to digests before it knows which calls
-    count, so skipping the work of unchecked calls is caught as often as a wrong answer."""
+    output buffer in the next call), queued behind the call without waiting for it. After
+    the batch every copy is reduced to a digest and the digests go to the parent in one
+    message (`reveal`); only then does the parent say which of the calls the judge checks,
+    and the copies of those are shipped and digested again by the judge. Bundle code that
+    drives this protocol itself must commit to digests before it knows which calls count,
+    so skipping the work of unchecked calls is caught as often as a wrong answer.
+
+    The digests wait for the end of the batch, not for each call: between calls the GPU
+    would otherwise idle while the CPU launches the digest's kernels, and the next call's
+    start stamp would then count its own launch in full (docs/measurements/
+    2026-11-23-h100-one-rank.md). Later is no weaker: bundle code able to rewrite the
+    copies before they are digested could as well rewrite digests taken earlier, and
+    either way the work it did after its calls is time the parent's clock sees."""
 
     def __init__(self, worker: _Worker, *, keep: bool = True) -> None:
         self.worker = worker
-        self.keep = keep  # warm-up calls do the same work, and keep nothing
+        self.keep = keep  # warm-up calls do the same copying, and keep nothing
         self.copies: list[Any] = []
-        self.digests: list[torch.Tensor] = []
 
     def after_call(self, index: int, out: Any) -> None:
         if not plain_output(out):
@@ -385,15 +391,17 @@ class _Commitment:
                 "objects or a tuple or list of them (tensor subclasses are not accepted)"
             )
         copy = copy_output(out)
-        commitment = digest(copy)
         if self.keep:
             self.copies.append(copy)
-            self.digests.append(commitment)
+
+    def commitments(self) -> list[list[int]]:
+        """Every kept copy's digest, in call order: one batch of device work, one transfer."""
+        return digest_values([digest(copy) for copy in self.copies])
 
     def reveal(self) -> list[Any]:
         """Send the commitments; the copies of the calls the parent then names."""
         worker = self.worker
-        commitment = {"step": worker.step, "ask": "commit", "digests": digest_values(self.digests)}
+        commitment = {"step": worker.step, "ask": "commit", "digests": self.commitments()}
         worker.conn.send_bytes(_json(commitment))
         message = worker.conn.recv()
         if not (
@@ -531,6 +539,7 @@ for _owner, _name in (
     (_Worker, "inputs"),
     (_Worker, "batch"),
     (_Commitment, "after_call"),
+    (_Commitment, "commitments"),
     (_Commitment, "reveal"),
     (Connection, "send_bytes"),
     (Connection, "recv"),

@@ -6,10 +6,11 @@ pointer, a call count or the data can answer a later call); then the calls run b
 back, each between two CUDA events (a timestamp pair on CPU), with no synchronise or
 barrier in between, so the harness adds little to a call (`evaluator.floor` measures how
 little). After each call, outside its interval, the harness copies the output on the
-device and reduces the copy to a DIGEST (`digest`), its commitment: the trusted parent
-receives the batch's digests before it says which calls the judge checks, and a checked
-output must match its digest (docs/security.md, "Commit, then reveal"). The reference's
-rounds go through the same code, digest included, so the comparison stays fair.
+device; after the batch it reduces every copy to a DIGEST (`digest`), its commitment: the
+trusted parent receives the batch's digests before it says which calls the judge checks,
+and a checked output must match its digest (docs/security.md, "Commit, then reveal"). The
+reference's rounds go through the same code, digests included, so the comparison stays
+fair.
 
 A round's time is the mean over its timed calls of the slowest rank's time per call:
 a mean, not a median, so that work moved into one call of a batch (all outputs computed
@@ -46,6 +47,11 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
+_current_stream = torch.cuda.current_stream
+# The current stream's raw id, without building a Stream object: a C call of well under a
+# microsecond, where `current_stream()` (what `Event.record()` calls when given no stream)
+# costs several per call. Absent from torch builds without CUDA.
+_raw_current_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
 
 # Attributes a solution has no business replacing: (owner, attribute name, original).
 _WATCHED: list[tuple[Any, str, Any]] = [
@@ -137,12 +143,13 @@ def run_batch(
     microseconds.
 
     `after_call(i, output)` runs after call i's stop timestamp: on CUDA its device work
-    (the copy and digest of the output) is queued on the stream between call i's stop
-    event and call i+1's start event, so the GPU stays busy and the call's interval holds
-    the call only. Work a call leaves on a side stream that the current stream never waits
-    for is not in its interval: its output is copied and digested unfinished (a wrong
-    answer when checked), and the final synchronise puts the work inside the parent's own
-    clock, which does not match the reported times then (docs/security.md).
+    (the copy of the output) is queued on the stream between call i's stop event and call
+    i+1's start event, so the call's interval holds the call only. Keep it light: while the
+    CPU launches it the GPU may idle, and then call i+1's interval counts all of its own
+    launch. Work a call leaves on a side stream that the current stream never waits for is
+    not in its interval: its output is copied unfinished (a wrong answer when checked),
+    and the final synchronise puts the work inside the parent's own clock, which does not
+    match the reported times then (docs/security.md).
     """
     if device.type == "cuda":
         return _cuda_batch(fn, inputs, device, after_call)
@@ -164,12 +171,20 @@ def _cuda_batch(
     after_call: Callable[[int, Any], None],
 ) -> list[float]:
     events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in inputs]
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    # Stamps go on the current stream, looked up once: two lookups per call were most of
+    # the per-call floor of launch-bound calls (docs/measurements/2026-11-23-h100-one-rank.md).
+    stream = _current_stream(device)
+    raw = _raw_current_stream(index) if _raw_current_stream else None
     _cuda_sync(device)
     _barrier()
     for i, (args, (start, end)) in enumerate(zip(inputs, events, strict=True)):
-        _event_record(start)
+        _event_record(start, stream)
         out = fn(**args)
-        _event_record(end)
+        now = _raw_current_stream(index) if _raw_current_stream else None
+        if now != raw:  # the call left another stream current: stamp there, as before
+            stream, raw = _current_stream(device), now
+        _event_record(end, stream)
         after_call(i, out)
         del out
     _cuda_sync(device)

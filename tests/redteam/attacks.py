@@ -380,7 +380,7 @@ ranks = sys.modules["evaluator.ranks"]
 
 def reveal(self):
     worker = self.worker
-    commitment = {"step": worker.step, "ask": "commit", "digests": digest_values(self.digests)}
+    commitment = {"step": worker.step, "ask": "commit", "digests": self.commitments()}
     worker.conn.send_bytes(_json(commitment))
     filled = []
     for call in worker.conn.recv()[2]:

@@ -2,7 +2,7 @@
 
 - side-stream: the solution returns at once and leaves its work (a 20 ms spin and the
   all-reduce) on a side stream the current stream never waits for. Defence: the harness
-  copies and digests each output on the current stream right after the call, so the
+  copies each output on the current stream right after the call, so the
   unfinished output is what the judge checks (a wrong answer); the batch's final device
   synchronise puts the spin inside the parent's own clock.
 - timer-cuda-event on CUDA: replacing Event.elapsed_time is flagged and changes nothing.
