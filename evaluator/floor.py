@@ -359,16 +359,18 @@ def _per_call_one_input(fn: Callable[..., Any], make: Callable[[int], Any], iter
     return times[:iters]
 
 
-def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
-    """The evaluator's rounds: warm-up batch, then timed batch, fresh inputs each."""
+def _in_rounds(
+    fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any, commit: Any
+) -> list:
+    """Warm-up batch, then timed batch, fresh inputs each; `commit(keep)` gives a batch's
+    work after each call (`after_call`) and after the batch (`commitments`)."""
     times: list[float] = []
     seed = 1
     while len(times) < iters:
         for count, keep in ((WARMUP, False), (BATCH, True)):
             inputs = [make(seed + i) for i in range(count)]
             seed += count
-            # No parent to reveal to: the copies and digests are made, as in a round.
-            commitment = _Commitment(None, keep=keep)  # type: ignore[arg-type]
+            commitment = commit(keep)
             batch = run_batch(fn, inputs, device=device, after_call=commitment.after_call)
             commitment.commitments()
             if keep:
@@ -376,22 +378,29 @@ def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, devi
     return times[:iters]
 
 
+def _rounds(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
+    """The evaluator's rounds: no parent to reveal to, but the copies and digests are made."""
+    return _in_rounds(fn, make, iters, device, lambda keep: _Commitment(None, keep=keep))  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass
+class _After:
+    """Only part of a round's work after each call, and nothing after the batch."""
+
+    after: Callable[[Any], Any]
+
+    def after_call(self, index: int, out: Any) -> None:
+        self.after(out)
+
+    def commitments(self) -> list:
+        return []
+
+
 def _rounds_with(after: Callable[[Any], Any]) -> Callable[..., list]:
     """The rounds with only part of the work after each call: where the floor comes from."""
-
-    def way(fn: Callable[..., Any], make: Callable[[int], Any], iters: int, device: Any) -> list:
-        times: list[float] = []
-        seed = 1
-        while len(times) < iters:
-            for count, keep in ((WARMUP, False), (BATCH, True)):
-                inputs = [make(seed + i) for i in range(count)]
-                seed += count
-                batch = run_batch(fn, inputs, device=device, after_call=lambda i, out: after(out))
-                if keep:
-                    times += batch
-        return times[:iters]
-
-    return way
+    return lambda fn, make, iters, device: _in_rounds(
+        fn, make, iters, device, lambda keep: _After(after)
+    )
 
 
 # Back to back over fresh inputs; per-call events over one input; the rounds with nothing,

@@ -214,31 +214,28 @@ class SubmissionCreateSerializer(serializers.Serializer):
     )
 
 
-class ProblemRankingRowSerializer(serializers.Serializer):
+class _ProblemResultColumns(serializers.Serializer):
+    """What a team's row and an example's row of a problem's table both show."""
+
+    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
+    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
+    speedup_high = serializers.FloatField(allow_null=True)
+    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
+    time_us = serializers.FloatField(allow_null=True)
+    ref_time_us = serializers.FloatField(allow_null=True)
+    roofline = serializers.FloatField(allow_null=True)
+    reached_at = serializers.DateTimeField(allow_null=True)
+
+
+class ProblemRankingRowSerializer(_ProblemResultColumns):
     rank = serializers.IntegerField()
     team = serializers.CharField(source="team_name")
     team_slug = serializers.CharField()
-    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
-    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
-    speedup_high = serializers.FloatField(allow_null=True)
-    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
-    time_us = serializers.FloatField(allow_null=True)
-    ref_time_us = serializers.FloatField(allow_null=True)
-    roofline = serializers.FloatField(allow_null=True)
-    reached_at = serializers.DateTimeField(allow_null=True)
 
 
-class ProblemExampleRowSerializer(serializers.Serializer):
+class ProblemExampleRowSerializer(_ProblemResultColumns):
     is_example = serializers.BooleanField(default=True, help_text="Always true.")
     label = serializers.CharField(help_text="The example's public label.")
-    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
-    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
-    speedup_high = serializers.FloatField(allow_null=True)
-    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
-    time_us = serializers.FloatField(allow_null=True)
-    ref_time_us = serializers.FloatField(allow_null=True)
-    roofline = serializers.FloatField(allow_null=True)
-    reached_at = serializers.DateTimeField(allow_null=True)
     source_url = serializers.SerializerMethodField(
         help_text="The example's bundle: examples are public code."
     )
