@@ -90,11 +90,21 @@ def _rank_main(rank: int, world_size: int, slugs: list[str], rendezvous: str, qu
     queue.put((rank, buffer.getvalue()))
 
 
+def _rank_context():
+    """Rank processes forked from a server that has imported torch and the catalog once:
+    a fresh interpreter per rank (spawn) paid that import for every rank of every module,
+    most of these tests' time on two cores. The server is clean (no threads, no CUDA), so
+    forking from it is as safe as spawning."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "problems", __name__])
+    return ctx
+
+
 def run_references(slugs: list[str], world_size: int, tmp_dir: Path) -> dict:
     """Every dev case of every slug, in one process group: {(slug, case): [per rank]}."""
     if DEVICE == "cuda" and torch.cuda.device_count() < world_size:
         pytest.skip(f"{world_size} ranks need {world_size} GPUs")
-    ctx = mp.get_context("spawn")
+    ctx = _rank_context()
     queue = ctx.Queue()
     rendezvous = tmp_dir / "store"
     procs = [
