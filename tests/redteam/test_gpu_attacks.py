@@ -69,25 +69,7 @@ def test_side_stream_work_is_inside_the_timed_interval():
         "rt-timer-cuda-event.py": timer.source,
         "rt-after-side-stream.py": attacks.HONEST,
     }
-    catalog = _catalog(files)
-    bundle = read_bundle("gpu.zip", make_zip(files), known_slugs=catalog)
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789"}),
-        trials=1,
-        warmup=2,
-        iters=5,
-        problem_timeout_s=120,
-    )
-    profile = HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev")
-    results, _ = evaluate_bundle(
-        bundle,
-        slugs=list(catalog),
-        profile=profile,
-        settings=settings,
-        evaluation_id=str(uuid.uuid4()),
-        problems=catalog,
-    )
-    by_slug = {r.slug: r for r in results}
+    by_slug = _judge(files, {}, iters=5)
     side = by_slug["rt-side-stream"]
     # Its output was not ready when copied (a wrong answer); had it been, the parent's
     # clock saw the spin that the reported times do not hold.
@@ -127,31 +109,31 @@ def _each_caught_then_an_honest_pass(expected: dict) -> None:
         if attack.name in expected:
             files[f"rt-{attack.name}.py"] = attack.source
             files[f"rt-after-{attack.name}.py"] = attacks.HONEST
-    catalog = _catalog(files)
-    bundle = read_bundle("gpu-commit.zip", make_zip(files), known_slugs=catalog)
-    settings = dataclasses.replace(
-        load_settings(
-            {"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789", "PKB_PROFILE": "h200x2"}
-        ),
-        trials=1,
-        warmup=2,
-        iters=6,
-        rounds=3,
-        timed_checks=6,  # every timed call: the verdict does not depend on the draw
-        problem_timeout_s=120,
-    )
-    profile = HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev")
-    results, _ = evaluate_bundle(
-        bundle,
-        slugs=list(catalog),
-        profile=profile,
-        settings=settings,
-        evaluation_id=str(uuid.uuid4()),
-        problems=catalog,
-    )
-    by_slug = {r.slug: r for r in results}
+    # Every timed call checked (timed_checks = iters): the verdict does not depend on the draw.
+    by_slug = _judge(files, {"PKB_PROFILE": "h200x2"}, iters=6, rounds=3, timed_checks=6)
     for name, (status, flag) in expected.items():
         caught = by_slug[f"rt-{name}"]
         assert (caught.status, caught.flags) == (status, [str(flag)]), caught.message
         after = by_slug[f"rt-after-{name}"]
         assert after.status == ProblemStatus.PASSED and not after.flags, after.message
+
+
+def _judge(files: dict[str, str], env: dict[str, str], **settings: int) -> dict:
+    """Each file's result, judged by the whole evaluator on this host's GPUs."""
+    catalog = _catalog(files)
+    bundle = read_bundle("gpu.zip", make_zip(files), known_slugs=catalog)
+    results, _ = evaluate_bundle(
+        bundle,
+        slugs=list(catalog),
+        profile=HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev"),
+        settings=dataclasses.replace(
+            load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789", **env}),
+            trials=1,
+            warmup=2,
+            problem_timeout_s=120,
+            **settings,
+        ),
+        evaluation_id=str(uuid.uuid4()),
+        problems=catalog,
+    )
+    return {r.slug: r for r in results}
