@@ -30,7 +30,7 @@ from typing import Any
 from evaluator import sandbox
 from evaluator.contract import cap_log
 from evaluator.pool import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
-from evaluator.ranks import (
+from evaluator.rank_process import (
     confine_output,
     describe,
     die_with_parent,

@@ -46,13 +46,11 @@ class ResultFlag(enum.StrEnum):
     """Why a result that passed must not be trusted; a flagged result is kept off rankings."""
 
     BELOW_FLOOR = "below_floor"  # faster than the links can physically move its bytes
-    # Bundle code replaced the harness's clocks, torch's timing or synchronisation
-    # functions, or the harness itself, in its rank process; or a checked output does not
-    # match the digest its call committed to before it knew it was checked
-    # (docs/security.md).
+    # Bundle code replaced the runner's clocks, copies or pipe methods in its process, or
+    # wrote on the judge's pipe what no runner writes (docs/security.md).
     TAMPERED = "tampered"
-    # The times reported from the rank processes are shorter than the trusted parent's own
-    # clock allows, by more than the calibrated margin (evaluator/floor.py).
+    # Results judged before 2026-11-25 only: rank processes reported shorter times than
+    # the parent's clock allowed. Since then the judge's own clock is the only one.
     CLOCK_MISMATCH = "clock_mismatch"
 
 

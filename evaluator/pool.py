@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import sandbox
+from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
-from evaluator.ranks import RankSetup, candidate_main, judge_main
+from evaluator.judge.rank import judge_main
+from evaluator.rank_process import RankSetup
 
 log = logging.getLogger(__name__)
 
@@ -59,30 +61,8 @@ class PoolTimeout(Exception):
         self.replies, self.pending = replies, pending
 
 
-class ProtocolViolation(Exception):
-    """A rank sent what the harness never sends at that point: bundle code writing on the
-    command channel, since the harness's own messages follow the protocol."""
-
-    def __init__(self, kind: str, rank: int, why: str) -> None:
-        super().__init__(f"{kind} rank {rank} {why}")
-        self.kind, self.rank, self.why = kind, rank, why
-
-
-class Conversation:
-    """What ranks may say in the middle of one command, before their reply.
-
-    The default allows nothing. A command whose ranks ask questions (the timed loop asks,
-    after each call, whether the judge checks that call's output) passes its own."""
-
-    def answer(self, question: Reply) -> Any:
-        raise ProtocolViolation(question.kind, question.rank, "asked a question out of turn")
-
-    def check_reply(self, reply: Reply) -> None:
-        """Raise ProtocolViolation for a reply that cannot have come at this point."""
-
-
 class RankPool:
-    """W processes of one kind ("judge" or "candidate"), rank r at index r."""
+    """W processes of one kind ("judge", "reference" or "candidate"), rank r at index r."""
 
     def __init__(self, kind: str, world_size: int) -> None:
         self.kind = kind
@@ -155,19 +135,20 @@ def gather(
     timeout_s: float,
     *,
     decisive: Callable[[Reply], bool] = lambda reply: False,
-    conversation: Conversation | None = None,
+    watched: list[RankPool] = (),  # type: ignore[assignment]
 ) -> list[Reply]:
     """Wait for one reply per rank of `pools` to command `step`.
 
-    A message with "ask" in it is a question, not the reply: `conversation` answers it on
-    the rank's channel. Returns early, with the replies so far, when `decisive(reply)`
+    Returns early, with the replies so far, when `decisive(reply)`
     says the rest no longer matters. Raises RankDied when a rank process ends, PoolTimeout
-    at the deadline, ProtocolViolation for what no harness sends.
+    at the deadline.
     """
-    conversation = conversation or Conversation()
     owners = {conn: (pool, rank) for pool in pools for rank, conn in enumerate(pool.conns)}
+    # A rank of a watched pool (the runners a judge drives) that dies ends the wait too.
     sentinels = {
-        proc.sentinel: (pool, rank) for pool in pools for rank, proc in enumerate(pool.procs)
+        proc.sentinel: (pool, rank)
+        for pool in [*pools, *watched]
+        for rank, proc in enumerate(pool.procs)
     }
     pending = dict(owners)
     replies: list[Reply] = []
@@ -189,24 +170,12 @@ def gather(
                 raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
             if not isinstance(data, dict) or data.get("step") != step:
                 continue  # a stale or forged reply: not an answer to this command
-            reply = Reply(pool.kind, rank, data)
-            if "ask" in data:
-                _answer(ready, step, conversation.answer(reply), pool, rank)
-                continue
-            conversation.check_reply(reply)
-            replies.append(reply)
+            replies.append(Reply(pool.kind, rank, data))
             del pending[ready]
-            if decisive(reply):
+            if decisive(replies[-1]):
                 _raise_if_a_rank_died(pools, sentinels)
                 return replies
     return replies
-
-
-def _answer(conn: Connection, step: int, value: Any, pool: RankPool, rank: int) -> None:
-    try:
-        conn.send(("answer", step, value))
-    except (BrokenPipeError, ConnectionResetError, EOFError):
-        raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
 
 
 def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
@@ -347,13 +316,12 @@ class PoolStartError(EvaluatorError):
 
 
 class RankPools:
-    """The judge and candidate pools of one bundle.
+    """The three pools of one bundle: judges, the reference's runners, the candidate's.
 
     Started lazily. After a candidate failure only the candidate pool is restarted: judges
-    finish every command whatever their candidate did (they run the reference even when
-    it failed), so once the candidates are dead the judges come back to rest, which
-    `candidate_failed` checks before keeping them. Anything wrong on the judge side
-    restarts both.
+    finish every command whatever their candidate did (a dead runner is an answer), so once
+    the candidates are dead the judges come back to rest, which `candidate_failed` checks
+    before keeping them. Anything wrong on the trusted side restarts all three.
     """
 
     def __init__(
@@ -383,12 +351,20 @@ class RankPools:
         self.logs = scratch / "logs"
         # Root's, not the candidates': they write only the files made for them here.
         self.logs.mkdir(exist_ok=True, mode=0o755)
+        # Candidates start through the sandbox launcher (spawn, a fresh interpreter); the
+        # trusted ranks fork from a server that imported torch once (judge/preload.py).
         self.ctx = multiprocessing.get_context("spawn")
+        self.trusted_ctx = _trusted_context()
         self.judge = RankPool("judge", world_size)
+        self.reference = RankPool("reference", world_size)
         self.candidate = RankPool("candidate", world_size)
         self.generation = 0
         self.step = 0
         _live_pools.add(self)
+
+    @property
+    def all(self) -> tuple[RankPool, RankPool, RankPool]:
+        return (self.candidate, self.reference, self.judge)
 
     def log_path(self, rank: int) -> Path:
         return self.logs / f"candidate-{rank}.log"
@@ -397,32 +373,35 @@ class RankPools:
         raise_if_stopped()
         if not self.judge.procs:
             self.kill()
-            self._start(judges=True)
+            self._start(trusted=True)
         elif not self.candidate.procs:
-            self._start(judges=False)
+            self._start(trusted=False)
 
-    def _start(self, *, judges: bool) -> None:
+    def _start(self, *, trusted: bool) -> None:
+        """Start the candidates, and with `trusted` the judges and the reference's runners
+        first; each judge holds one end of a duplex pipe to each of its two runners."""
         self.generation += 1
-        pipes = [self.ctx.Pipe(duplex=False) for _ in range(self.world_size)]
+        to_candidates = [self.ctx.Pipe(duplex=True) for _ in range(self.world_size)]
+        to_references = [self.ctx.Pipe(duplex=True) for _ in range(self.world_size)]
         try:
-            if judges:
-                self.judge.launch(
-                    self.ctx,
-                    judge_main,
-                    [self._setup("judge", r, p[0]) for r, p in enumerate(pipes)],
-                )
+            if trusted:
+                judges = [(r[0], c[0]) for r, c in zip(to_references, to_candidates, strict=True)]
+                trusted = self.trusted_ctx
+                self.judge.launch(trusted, judge_main, self._setups("judge", judges))
+                ends = [(r[1],) for r in to_references]
+                self.reference.launch(trusted, reference_main, self._setups("reference", ends))
             else:
-                self._rewire_judges([reader for reader, _ in pipes])
-            candidates = [self._setup("candidate", r, p[1]) for r, p in enumerate(pipes)]
+                self._rewire_judges([c[0] for c in to_candidates])
             for rank in range(self.world_size):
                 sandbox.candidate_file(self.log_path(rank), self.identity)
+            ends = [(c[1],) for c in to_candidates]
             with sandbox.spawning_with(self.executable):
-                self.candidate.launch(self.ctx, candidate_main, candidates)
+                self.candidate.launch(self.ctx, candidate_main, self._setups("candidate", ends))
         finally:
-            for reader, writer in pipes:  # the ranks hold their own ends now
-                reader.close()
-                writer.close()
-        pools = [self.judge, self.candidate] if judges else [self.candidate]
+            for pipe in [*to_candidates, *to_references]:  # the ranks hold their own ends now
+                for end in pipe:
+                    end.close()
+        pools = list(self.all) if trusted else [self.candidate]
         try:
             replies = gather(pools, 0, POOL_START_TIMEOUT_S)
         except (RankDied, PoolTimeout) as exc:
@@ -431,41 +410,42 @@ class RankPools:
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
-        log.info(
-            "started %d %s ranks (%s)",
-            self.world_size,
-            "+".join(p.kind for p in pools),
-            self.backend,
-        )
+        kinds = "+".join(p.kind for p in pools)
+        log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
 
-    def _setup(self, kind: str, rank: int, peer: Connection) -> tuple[RankSetup]:
-        setup = RankSetup(
-            rank=rank,
-            world_size=self.world_size,
-            backend=self.backend,
-            rendezvous=self._rendezvous(kind),
-            peer=peer,
-            threads=max(1, (os.cpu_count() or 1) // self.world_size),
-            log_path=str(self.log_path(rank)) if kind == "candidate" else None,
-            env=self.candidate_env if kind == "candidate" else {},
-            limits=self.limits if kind == "candidate" else None,
-        )
-        return (setup,)
+    def _setups(self, kind: str, peers: list[tuple[Connection, ...]]) -> list[tuple[RankSetup]]:
+        candidate = kind == "candidate"
+        return [
+            (
+                RankSetup(
+                    rank=rank,
+                    world_size=self.world_size,
+                    backend=self.backend,
+                    rendezvous=self._rendezvous(kind),
+                    peers=peers[rank],
+                    threads=max(1, (os.cpu_count() or 1) // self.world_size),
+                    log_path=str(self.log_path(rank)) if candidate else None,
+                    env=self.candidate_env if candidate else {},
+                    limits=self.limits if candidate else None,
+                ),
+            )
+            for rank in range(self.world_size)
+        ]
 
     def _rendezvous(self, kind: str) -> str:
         name = f"rendezvous-{kind}-{self.generation}"
-        if kind == "judge":
+        if kind != "candidate":
             return str(self.scratch / name)
         # Candidates create theirs where they may write: their own TMPDIR.
         folder = Path(self.candidate_env.get("TMPDIR", self.scratch))
         return str(folder / name)
 
-    def _rewire_judges(self, readers: list[Connection]) -> None:
+    def _rewire_judges(self, ends: list[Connection]) -> None:
         self.step += 1
         try:
-            for rank, (conn, reader) in enumerate(zip(self.judge.conns, readers, strict=True)):
+            for rank, (conn, end) in enumerate(zip(self.judge.conns, ends, strict=True)):
                 conn.send(("rewire", self.step, None))
-                reduction.send_handle(conn, reader.fileno(), self.judge.procs[rank].pid)
+                reduction.send_handle(conn, end.fileno(), self.judge.procs[rank].pid)
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
         except (OSError, RankDied, PoolTimeout) as exc:
             self.kill()
@@ -474,29 +454,26 @@ class RankPools:
 
     def command(
         self,
+        orders: Mapping[str, tuple[str, Any]],
         *,
-        judge: tuple[str, Any] | None = None,
-        candidate: tuple[str, Any] | None = None,
         timeout_s: float,
-        conversation: Conversation | None = None,
     ) -> list[Reply]:
-        """Send one command to every rank of the named pools and wait for all the answers.
+        """Send one command to every rank of the named pools ({"judge": (op, payload)}) and
+        wait for all the answers, watching every pool for a death: a judge waiting on a
+        runner that died answers late, the death says at once what happened.
 
         An error from any rank ends the wait at once: its peers are likely stuck inside a
         collective, so waiting for the deadline would only waste it.
         """
         raise_if_stopped()
         self.step += 1
-        pools = []
+        pools = [pool for pool in self.all if pool.kind in orders]
         try:
-            for pool, order in ((self.judge, judge), (self.candidate, candidate)):
-                if order is not None:
-                    pool.send(order[0], self.step, order[1])
-                    pools.append(pool)
-            return gather(
-                pools, self.step, timeout_s, decisive=_is_error, conversation=conversation
-            )
-        except (RankDied, PoolTimeout, ProtocolViolation):
+            for pool in pools:
+                pool.send(orders[pool.kind][0], self.step, orders[pool.kind][1])
+            others = [pool for pool in self.all if pool.kind not in orders]
+            return gather(pools, self.step, timeout_s, decisive=_is_error, watched=others)
+        except (RankDied, PoolTimeout):
             raise_if_stopped()  # ranks killed by a stop are not the bundle's failure
             raise
 
@@ -504,7 +481,9 @@ class RankPools:
         """Kill what bundle code detached from its process group (the evaluating process
         is a subreaper, so such orphans are its children): everything started since this
         pool that is not a rank, the jail or multiprocessing's resource tracker."""
-        keep = {*self.judge.pids, *self.candidate.pids, *self.protected, *_tracker_pid()}
+        keep = {*self.protected, *_tracker_pid()}
+        for pool in self.all:
+            keep.update(pool.pids)
         killed = sandbox.reap_orphans(since_ticks=self.since_ticks, keep=keep)
         if killed:
             log.warning("killed %d processes that bundle code left behind", len(killed))
@@ -525,17 +504,17 @@ class RankPools:
             replies = []
         if len(replies) != self.world_size or any(_is_error(r) for r in replies):
             log.warning("judge ranks did not come to rest after a candidate failure; restarting")
-            self.judge.kill()
+            self.kill()
 
     def kill(self) -> None:
-        self.candidate.kill()
-        self.judge.kill()
+        for pool in self.all:
+            pool.kill()
         self.sweep_orphans()
 
     def kill_processes(self) -> None:
         """SIGKILL every rank and what it started, from any thread: it only signals, and
         leaves the pipes and records to the evaluating thread's `kill` or `stop`."""
-        for pool in (self.candidate, self.judge):
+        for pool in self.all:
             groups = list(pool.groups)
             for group in groups:
                 _signal_group(group)
@@ -545,11 +524,10 @@ class RankPools:
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
-        pools = (self.candidate, self.judge)
-        for pool in pools:
+        for pool in self.all:
             pool.ask_to_stop()
         deadline = time.monotonic() + grace_s
-        for pool in pools:
+        for pool in self.all:
             pool.join(deadline)
             pool.kill()
         self.sweep_orphans()
@@ -566,11 +544,21 @@ class RankPools:
         return cap_log("".join(parts))
 
 
-def _tracker_pid() -> list[int]:
-    from multiprocessing import resource_tracker
+def _trusted_context() -> Any:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["evaluator.judge.preload"])
+    return ctx
 
-    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return [pid] if pid else []
+
+def _tracker_pid() -> list[int]:
+    """multiprocessing's resource tracker and forkserver: children of ours, not orphans."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = [
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+    ]
+    return [pid for pid in pids if pid]
 
 
 def _is_error(reply: Reply) -> bool:

@@ -1,31 +1,13 @@
-"""Timing on a rank (`run_batch`, `run_timed`), digests of outputs, and statistics.
+"""Statistics of times, and the benchmarks' timing loop (numbers to read, not the judge).
 
-The evaluator times in ROUNDS (`run_batch`): the inputs of a batch of calls are made
-first, every call with inputs of its own (new tensors, new contents: no cache keyed on a
-pointer, a call count or the data can answer a later call); then the calls run back to
-back, each between two CUDA events (a timestamp pair on CPU), with no synchronise or
-barrier in between, so the harness adds little to a call (`evaluator.floor` measures how
-little). After each call, outside its interval, the harness copies the output on the
-device; after the batch it reduces every copy to a DIGEST (`digest`), its commitment: the
-trusted parent receives the batch's digests before it says which calls the judge checks,
-and a checked output must match its digest (docs/security.md, "Commit, then reveal"). The
-reference's rounds go through the same code, digests included, so the comparison stays
-fair.
+The evaluator's clock is the judge's (`evaluator.judge.link.Clock`): a round's time is what
+the judge measured from before it wrote a round's inputs to after it read the outputs it
+checks, divided by the calls. The parent alternates reference and candidate rounds
+(A B A B ...) and takes the median of the per-pair speedups with a distribution-free
+interval (`median_interval`).
 
-A round's time is the mean over its timed calls of the slowest rank's time per call:
-a mean, not a median, so that work moved into one call of a batch (all outputs computed
-at the first call, say) is counted in full. The parent alternates reference and
-candidate rounds (A B A B ...) and takes the median of the per-pair speedups with a
-distribution-free interval (`median_interval`).
-
-`run_timed` is the former loop (a device synchronise and a barrier around every call),
-kept for the benchmarks (`time_calls`) and to measure what the batch saves.
-
-The clocks and torch functions used here are bound at import, before bundle code runs in
-the process: a solution that replaces `time.perf_counter` or `torch.cuda.Event` does not
-change what is measured, and `tampering()` reports that it tried. Bundle code that edits
-the harness below that (ctypes, swapped code objects) meets the parent's own clock and
-the commitments instead.
+`run_timed` / `time_calls` time calls in one process (a device synchronise and a barrier
+around every call), for the benchmarks (`evaluator.tools.bench`, `.references`).
 """
 
 from __future__ import annotations
@@ -47,39 +29,6 @@ _Event = torch.cuda.Event
 _event_record = torch.cuda.Event.record
 _event_elapsed = torch.cuda.Event.elapsed_time
 _event_sync = torch.cuda.Event.synchronize
-_current_stream = torch.cuda.current_stream
-# The current stream's raw id, without building a Stream object: a C call of well under a
-# microsecond, where `current_stream()` (what `Event.record()` calls when given no stream)
-# costs several per call. Absent from torch builds without CUDA.
-_raw_current_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
-
-# Attributes a solution has no business replacing: (owner, attribute name, original).
-_WATCHED: list[tuple[Any, str, Any]] = [
-    (time, "perf_counter", time.perf_counter),
-    (time, "perf_counter_ns", time.perf_counter_ns),
-    (time, "monotonic", time.monotonic),
-    (time, "time", time.time),
-    (torch.cuda, "Event", torch.cuda.Event),
-    (torch.cuda, "synchronize", torch.cuda.synchronize),
-    (torch.cuda.Event, "record", torch.cuda.Event.record),
-    (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
-    (torch.cuda.Event, "synchronize", torch.cuda.Event.synchronize),
-    (dist, "barrier", dist.barrier),
-]
-
-
-def watch(owner: Any, name: str) -> None:
-    """Add an attribute (of the harness itself, say) to those `tampering` checks."""
-    _WATCHED.append((owner, name, getattr(owner, name)))
-
-
-def tampering() -> list[str]:
-    """The watched attributes that no longer hold their original value."""
-    return [
-        f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
-        for owner, name, original in _WATCHED
-        if getattr(owner, name, None) is not original
-    ]
 
 
 @dataclass(frozen=True)
@@ -130,110 +79,6 @@ def _timed_call(fn: Callable[..., Any], args: dict[str, Any], device: torch.devi
     began = _perf_counter()
     out = fn(**args)
     return (_perf_counter() - began) * 1e6, out
-
-
-def run_batch(
-    fn: Callable[..., Any],
-    inputs: Sequence[dict[str, Any]],
-    *,
-    device: torch.device,
-    after_call: Callable[[int, Any], None],
-) -> list[float]:
-    """Call `fn(**inputs[i])` for every staged input, back to back; every call's time in
-    microseconds.
-
-    `after_call(i, output)` runs after call i's stop timestamp: on CUDA its device work
-    (the copy of the output) is queued on the stream between call i's stop event and call
-    i+1's start event, so the call's interval holds the call only. Keep it light: while the
-    CPU launches it the GPU may idle, and then call i+1's interval counts all of its own
-    launch. Work a call leaves on a side stream that the current stream never waits for is
-    not in its interval: its output is copied unfinished (a wrong answer when checked),
-    and the final synchronise puts the work inside the parent's own clock, which does not
-    match the reported times then (docs/security.md).
-    """
-    if device.type == "cuda":
-        return _cuda_batch(fn, inputs, device, after_call)
-    times: list[float] = []
-    _barrier()
-    for i, args in enumerate(inputs):
-        began = _perf_counter()
-        out = fn(**args)
-        times.append((_perf_counter() - began) * 1e6)
-        after_call(i, out)
-        del out
-    return times
-
-
-def _cuda_batch(
-    fn: Callable[..., Any],
-    inputs: Sequence[dict[str, Any]],
-    device: torch.device,
-    after_call: Callable[[int, Any], None],
-) -> list[float]:
-    events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in inputs]
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    # Stamps go on the current stream, looked up once: two lookups per call were most of
-    # the per-call floor of launch-bound calls (docs/measurements/2026-11-23-h100-one-rank.md).
-    stream = _current_stream(device)
-    raw = _raw_current_stream(index) if _raw_current_stream else None
-    _cuda_sync(device)
-    _barrier()
-    for i, (args, (start, end)) in enumerate(zip(inputs, events, strict=True)):
-        _event_record(start, stream)
-        out = fn(**args)
-        now = _raw_current_stream(index) if _raw_current_stream else None
-        if now != raw:  # the call left another stream current: stamp there, as before
-            stream, raw = _current_stream(device), now
-        _event_record(end, stream)
-        after_call(i, out)
-        del out
-    _cuda_sync(device)
-    return [_event_elapsed(start, end) * 1000.0 for start, end in events]
-
-
-# Bit patterns as 32-bit words; the second term pairs each word with the one about half the
-# output away: a sum over elements alone could be computed from each rank's own share
-# (an all-gather's digest from the ranks' local sums and a scalar all-reduce), without
-# doing the work; the cross term needs the halves of the output together.
-def digest(out: Any) -> torch.Tensor:
-    """An output's commitment, computed where the output lives: two int64 values per
-    tensor (exact integer sums: the same on CPU and GPU, in any reduction order)."""
-    tensors = [out] if isinstance(out, torch.Tensor) else list(out)
-    if not tensors:
-        return torch.zeros(0, dtype=torch.int64)
-    return torch.cat([_tensor_digest(t) for t in tensors])
-
-
-def _tensor_digest(t: torch.Tensor) -> torch.Tensor:
-    data = t.detach().contiguous().view(-1).view(torch.uint8)
-    if data.numel() % 4:
-        pad = torch.zeros(4 - data.numel() % 4, dtype=torch.uint8, device=data.device)
-        data = torch.cat([data, pad])
-    words = data.view(torch.int32)
-    n = words.numel()
-    total = words.sum(dtype=torch.int64)
-    if n < 2:
-        return torch.stack([total, torch.zeros_like(total)])
-    shift = n // 2 + 1 if n > 2 else 1
-    # int32 products wrap: still exact and order-free once summed as int64 words.
-    cross = (words[shift:] * words[: n - shift]).sum(dtype=torch.int64)
-    return torch.stack([total, cross])
-
-
-def digest_values(digests: Sequence[torch.Tensor]) -> list[list[int]]:
-    """Device digests of a batch as JSON-ready integers: one transfer for the batch."""
-    if not digests:
-        return []
-    sizes = [d.numel() for d in digests]
-    if len({d.device for d in digests}) == 1:
-        flat = torch.cat(list(digests)).tolist()
-    else:  # outputs on several devices: rare, and not worth a transfer saved
-        flat = torch.cat([d.cpu() for d in digests]).tolist()
-    values, at = [], 0
-    for size in sizes:
-        values.append(flat[at : at + size])
-        at += size
-    return values
 
 
 def copy_output(out: Any) -> Any:

@@ -1,7 +1,7 @@
 """Times every reference of the catalog at its eval shapes (numbers to read, not a test).
 
-    python -m problems.bench [--world-size 4] [--cases eval] [--slug S ...] [--category C ...]
-                             [--json OUT]
+    python -m evaluator.tools.references [--world-size 4] [--cases eval] [--slug S ...]
+                                         [--category C ...] [--json OUT]
 
 One process per GPU, one NCCL process group for the whole run, as a worker host runs
 them. Per problem and case it prints the reference's median time (the evaluator's own
@@ -28,9 +28,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.probe import floor_us, measure_peer_bandwidth
-from evaluator.ranks import NO_MULTICAST
+from evaluator.rank_process import NO_MULTICAST
 from evaluator.timing import summarize, time_calls
+from evaluator.tools.probe import floor_us, measure_peer_bandwidth
 from problems.registry import all_problems
 from problems.spec import Case, Category, InputContext, Problem
 
@@ -39,7 +39,9 @@ SEED = 20261122
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m problems.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluator.tools.references", description=__doc__
+    )
     default_world = max(torch.cuda.device_count(), 2)
     parser.add_argument("--world-size", type=int, default=default_world)
     parser.add_argument("--cases", choices=["dev", "eval"], default="eval")

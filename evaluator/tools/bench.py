@@ -1,8 +1,8 @@
 """Benchmarks of the evaluator on a host (numbers to read, not tests).
 
-    python -m evaluator.bench [--profile h200x4] [--bundle examples/symm] [--cases eval]
+    python -m evaluator.tools.bench [--profile h200x4] [--bundle examples/symm] [--cases eval]
                               [--naive] [--json OUT]
-    python -m evaluator.bench --spread RUN.json RUN.json ... [--md OUT]
+    python -m evaluator.tools.bench --spread RUN.json RUN.json ... [--md OUT]
 
 Prints, per problem of the bundle: reference time, the bundle's time, speedup and
 roofline fraction of both (the floor is the problem's bytes over the host's measured
@@ -37,10 +37,10 @@ import torch.distributed as dist
 
 from evaluator.__main__ import _with_profile, _zip_folder
 from evaluator.bundle import Bundle, read_bundle
-from evaluator.compare import compare
 from evaluator.contract import ProblemResult
+from evaluator.judge.compare import compare
 from evaluator.profiles import HardwareProfile, get_profile
-from evaluator.ranks import NO_MULTICAST
+from evaluator.rank_process import NO_MULTICAST
 from evaluator.runner import cases_for, evaluate_bundle
 from evaluator.seeds import trial_seed
 from evaluator.settings import Settings, load_settings
@@ -51,7 +51,7 @@ from problems.spec import InputContext
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluator.bench",
+        prog="python -m evaluator.tools.bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

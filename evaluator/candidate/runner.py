@@ -1,0 +1,188 @@
+"""A runner rank: call a function on what the judge wrote into the arena, copy back what it
+returns. The candidate's runner calls the bundle's `solution`; the reference's runner, a
+process that never imports bundle code, calls the problem's reference with the same code,
+so both sides of a speedup pay for the same harness.
+
+Two pipes: `control` to the evaluator (start, load, stop) and the judge's (arenas and
+rounds). Commands come in as pickles from the trusted side; replies go out as JSON bytes,
+which the judge validates before it believes a word. A round is two commands:
+
+    prepare: the calls' arguments as views of the arena (before the judge's start stamp;
+             the judge writes the inputs only after it);
+    go:      the calls back to back, each output copied into its call's room, the device
+             synchronised (GPU); the reply says, per call, what went into the room.
+
+Nothing here is timed or checked: the judge stamps its clock before it writes the inputs
+and after it has copied the outputs it checks, and holds what the candidate says it
+returned against what the reference returned (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from multiprocessing import reduction
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator import rank_process
+from evaluator.candidate import arena
+from evaluator.candidate.watch import tampering, watch
+from evaluator.rank_process import RankSetup, describe, reply
+
+# How long a runner polls for the judge's "go" after a "prepare" before it blocks.
+SPIN_S = 0.02
+
+
+def reference_main(control: Connection, setup: RankSetup) -> None:
+    _Runner(control, setup, untrusted=False).serve()
+
+
+def candidate_main(control: Connection, setup: RankSetup) -> None:
+    _Runner(control, setup, untrusted=True).serve()
+
+
+class _Runner:
+    def __init__(self, control: Connection, setup: RankSetup, *, untrusted: bool) -> None:
+        self.control, self.judge = control, setup.peers[0]
+        self.device = rank_process.start(setup, untrusted=untrusted)
+        self.spin_s = SPIN_S if self.device.type == "cuda" else 0.0
+        self.fn: Callable[..., Any] | None = None
+        self.base: torch.Tensor | None = None
+        self.mapped: Any = None  # the arena's mapping (an mmap, or a vmm.Mapping)
+        # The prepared round: per call, the function, its arguments and its output room.
+        self.pending: list[tuple[Callable[..., Any], dict[str, Any], int, int]] = []
+
+    def serve(self) -> None:
+        # The copy kernel loads now, not in the first round the judge times.
+        torch.zeros(4, device=self.device).copy_(torch.ones(4, device=self.device))
+        reply(self.control, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
+        while True:
+            for conn in wait([self.control, self.judge]):
+                try:
+                    op, step, payload = conn.recv()
+                except (EOFError, OSError):
+                    return  # the evaluator or the judge is gone
+                if op == "stop":
+                    return
+                answer = self.handle(op, payload, conn)
+                rank_process.flush()
+                reply(conn, {"step": step, **answer})
+                if op == "prepare":  # the judge's "go" follows at once: no wake-up in it
+                    rank_process.wait_readable(conn, self.spin_s)
+
+    def handle(self, op: str, payload: Any, conn: Connection) -> dict[str, Any]:
+        try:
+            if op == "load":
+                return self.load(payload)
+            if op == "arena":
+                return self.map(payload, conn)
+            if op == "prepare":
+                return self.prepare(payload["calls"])
+            if op == "go":
+                return self.go()
+            raise ValueError(f"unknown command {op!r}")
+        except BaseException as exc:  # SystemExit from a solution is its failure, not ours
+            traceback.print_exc()
+            return {
+                "ok": False,
+                "phase": "import" if op == "load" else "run",
+                "error": describe(exc),
+                "traceback": traceback.format_exc(),
+            }
+
+    def load(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if "problem" in payload:
+            self.fn = payload["problem"].reference
+        else:
+            self.fn = rank_process.import_solution(Path(payload["path"]), payload["module"])
+        return {"ok": True}
+
+    def map(self, export: dict[str, Any], conn: Connection) -> dict[str, Any]:
+        fd = reduction.recv_handle(conn)
+        old, self.base, self.pending = self.mapped, None, []
+        if hasattr(old, "release"):  # a GPU arena the judge replaced (a CPU one just goes)
+            old.release()
+        if export["kind"] == "cpu":
+            self.base, self.mapped = arena.open_cpu(fd, export["size"])
+        else:
+            self.mapped = arena.open_cuda(fd, export["size"], self.device.index or 0)
+            self.base = self.mapped.base
+        return {"ok": True}
+
+    def prepare(self, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """The next round's arguments, as views of the arena the judge has not written yet:
+        before the judge's start stamp, so that building them is no part of a call.
+
+        A call with "echo" (the reference's runner only) returns those slots of the arena
+        instead of calling anything: the judge times the harness alone that way (a tare)."""
+        if self.fn is None or self.base is None:
+            raise RuntimeError("a round before the load and the arena")
+        base, fn = self.base, self.fn
+        self.pending = [
+            (
+                _echo(base, c["echo"]) if "echo" in c else fn,
+                arena.call_inputs(base, c["inputs"]),
+                *c["room"],
+            )
+            for c in calls
+        ]
+        return {"ok": True}
+
+    def go(self) -> dict[str, Any]:
+        """The prepared calls, back to back, each output copied into its room."""
+        base, pending, self.pending = self.base, self.pending, []
+        assert base is not None
+        outputs = [place(base, fn(**kwargs), offset, room) for fn, kwargs, offset, room in pending]
+        if self.device.type == "cuda":
+            # Every stream of the device: work a solution left on a side stream counts.
+            torch.cuda.synchronize(self.device)
+        return {"ok": True, "outputs": outputs, "tampered": tampering()}
+
+
+def _echo(base: torch.Tensor, echo: list[Any]) -> Callable[..., Any]:
+    kind, slots = echo
+    views = [arena.view(base, arena.Slot.from_json(s, limit=base.numel())) for s in slots]
+    value = views[0] if kind == "tensor" else tuple(views) if kind == "tuple" else views
+
+    def call(**kwargs: Any) -> Any:
+        return value
+
+    return call
+
+
+def place(base: torch.Tensor, out: Any, offset: int, room: int) -> dict[str, Any]:
+    """Copy an output into its room; what it was (the judge holds it against the
+    reference's), or why it could not go there."""
+    found = arena.describe(out)
+    if found is None:
+        return {"foreign": type(out).__name__}
+    kind, items = found
+    slots, end = arena.pack(items, offset)
+    if end > offset + room:
+        return {"kind": kind, "items": items, "need": end - offset}
+    tensors = [out] if kind == "tensor" else out
+    for tensor, slot in zip(tensors, slots, strict=True):
+        if tensor.device != base.device:
+            return {"kind": kind, "items": items, "device": str(tensor.device)}
+        arena.view(base, slot).copy_(tensor)
+    return {"kind": kind, "items": items}
+
+
+# The runner itself: a solution that swaps these is flagged (a tripwire, see watch.py).
+for _name in ("serve", "handle", "prepare", "go", "map"):
+    watch(_Runner, _name)
+for _owner, _name in (
+    (Connection, "send_bytes"),
+    (Connection, "recv"),
+    (arena, "view"),
+    (arena, "describe"),
+    (sys.modules[__name__], "place"),
+    (rank_process, "reply"),
+):
+    watch(_owner, _name)

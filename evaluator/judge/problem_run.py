@@ -1,0 +1,376 @@
+"""One problem of a bundle, judged: the parent's side of the judges' pairs of rounds.
+
+The parent holds the seed secret and derives every seed; it sends each judge rank the
+seeds of a PAIR (the reference's rounds, then the candidate's, on the same inputs) and
+reads back JSON: times on the judges' own clocks, the verdict on the checked calls, and
+the candidate's failure if any. Trials are pairs of one call, every call checked; timed
+pairs alternate reference and candidate rounds (A B A B ...), each after a warm-up round
+of its own, and a secret draw (here) picks the calls the judges check.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator.compile import ImportFailure
+from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
+from evaluator.pool import PoolTimeout, RankDied, RankPools, Reply
+from evaluator.profiles import HardwareProfile
+from evaluator.seeds import trial_seed
+from evaluator.settings import Settings
+from evaluator.timing import median_interval
+from evaluator.tools.probe import apply_roofline
+from problems.spec import Case, Problem
+
+log = logging.getLogger(__name__)
+
+# A round's time net of the harness never reads less than this share of its gross time: a
+# call quicker than the harness's own noise is not measured to better than that.
+NET_FLOOR = 0.05
+
+
+class Failure(Exception):
+    """Ends a problem with a status other than PASSED."""
+
+    def __init__(
+        self,
+        status: ProblemStatus,
+        message: str,
+        *,
+        max_abs_err: float | None = None,
+        max_rel_err: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+        self.max_abs_err, self.max_rel_err = max_abs_err, max_rel_err
+
+
+def cases_for(problem: Problem, kind: str, settings: Settings) -> tuple[Case, ...]:
+    """The cases of `kind` ("dev" or "eval"); a host's private eval cases replace the demo."""
+    if kind == "eval" and settings.eval_cases is not None:
+        if problem.slug in settings.eval_cases:
+            return settings.eval_cases[problem.slug]
+        log.warning("PKB_EVAL_CASES_FILE has no cases for %s; using the demo set", problem.slug)
+    return problem.cases(kind)
+
+
+@dataclass
+class ProblemRun:
+    slug: str
+    problem: Problem | None
+    solutions: dict[str, str]  # the bundle's problem slug -> file name
+    pools: RankPools
+    profile: HardwareProfile
+    settings: Settings
+    evaluation_id: str
+    on_round: Any = None  # called after each pair with (slug, case name, its numbers)
+    import_failure: ImportFailure | None = None  # from the compile pass
+    bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
+    deadline: float = 0.0
+    # Bundle code may have patched its processes: not kept for the next problem.
+    restart_candidates: bool = False
+    result: ProblemResult = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.result = ProblemResult(
+            slug=self.slug, status=ProblemStatus.PASSED, world_size=self.profile.world_size
+        )
+
+    @property
+    def filename(self) -> str:
+        return self.solutions[self.slug]
+
+    @property
+    def module(self) -> str:
+        return "pkb_solution_" + "".join(c if c.isalnum() else "_" for c in self.slug)
+
+    def evaluate(self) -> ProblemResult:
+        reason = self.why_not_run()
+        if reason:
+            self.result.status, self.result.message = ProblemStatus.NOT_RUN, reason
+            return self.result
+        if self.import_failure is not None:
+            self.result.status = ProblemStatus.COMPILE_ERROR
+            self.result.message = f"{self.filename} failed to import: {self.import_failure.error}"
+            self.result.log = self.import_failure.log
+            log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
+            return self.result
+        assert self.problem is not None
+        self.pools.ensure_started()
+        marks = self.pools.log_marks()
+        self.deadline = time.monotonic() + self.settings.problem_timeout_s
+        try:
+            self._load()
+            for case in cases_for(self.problem, self.profile.case_kind, self.settings):
+                self._evaluate_case(case)
+            self._summarize()
+        except Failure as failure:
+            self.result.status, self.result.message = failure.status, failure.message
+            self.result.max_abs_err = _finite(failure.max_abs_err)
+            self.result.max_rel_err = _finite(failure.max_rel_err)
+        finally:
+            if self.restart_candidates:
+                self.pools.candidate_failed()
+            self.result.log = self.pools.logs_since(marks)
+            for done in self.result.cases:
+                done.max_abs_err = _finite(done.max_abs_err)
+                done.max_rel_err = _finite(done.max_rel_err)
+        log.info("%s: %s %s", self.slug, self.result.status, self.result.message)
+        return self.result
+
+    def why_not_run(self) -> str:
+        if self.problem is None:
+            return f"unknown problem {self.slug!r} on this host"
+        if self.slug not in self.solutions:
+            return f"no {self.slug}.py in the bundle"
+        if self.profile.world_size not in self.problem.world_sizes:
+            sizes = ", ".join(map(str, self.problem.world_sizes))
+            return f"{self.slug} runs on {sizes} ranks, not {self.profile.world_size}"
+        return ""
+
+    def _command(self, orders: dict[str, tuple[str, Any]]) -> list[Reply]:
+        """Run one command; every way it can go wrong becomes a Failure."""
+        try:
+            replies = self.pools.command(orders, timeout_s=self.deadline - time.monotonic())
+        except PoolTimeout:
+            self.pools.candidate_failed()
+            raise Failure(
+                ProblemStatus.TIMEOUT,
+                f"no answer within {self.settings.problem_timeout_s:g} s; rank processes killed",
+            ) from None
+        except RankDied as exc:
+            if exc.kind == "candidate":
+                self.pools.candidate_failed()
+                raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {exc.rank} {exc.how}") from None
+            self.pools.kill()
+            raise Failure(
+                ProblemStatus.RUNTIME_ERROR, f"the {exc.kind}'s rank {exc.rank} {exc.how}"
+            ) from None
+        for reply in replies:
+            if not reply.data.get("ok", False):
+                raise self._error(reply)
+        return replies
+
+    def _error(self, reply: Reply) -> Failure:
+        error = str(reply.data.get("error", "unknown error"))[:500]
+        if reply.kind == "candidate":  # only at load: its import
+            self.pools.candidate_failed()
+            return Failure(
+                ProblemStatus.COMPILE_ERROR, f"{self.filename} failed to import: {error}"
+            )
+        log.error("%s rank %d failed on %s: %s", reply.kind, reply.rank, self.slug, reply.data)
+        self.pools.kill()
+        return Failure(
+            ProblemStatus.RUNTIME_ERROR,
+            f"the evaluator failed on rank {reply.rank} ({error}); not your bundle's fault",
+        )
+
+    def _load(self) -> None:
+        path = self.pools.scratch / "bundle" / self.filename
+        problem = {"problem": self.problem}
+        code = {"path": str(path), "module": self.module}
+        orders = {"judge": ("load", problem), "reference": ("load", problem)}
+        self._command({**orders, "candidate": ("load", code)})
+
+    def _seed(self, case: Case, *parts: object) -> int:
+        return trial_seed(
+            self.settings.seed_secret, self.evaluation_id, self.slug, case.name, *parts
+        )
+
+    def _evaluate_case(self, case: Case) -> None:
+        assert self.problem is not None
+        result = CaseResult(
+            case=case.name,
+            dtype=case.dtype,
+            passed=False,
+            bytes_moved=self.problem.bytes_moved(case, self.profile.world_size),
+        )
+        self.result.cases.append(result)
+        for trial in range(self.settings.trials):
+            self._pair(
+                case, result, [self._seed(case, "trial", trial)], [0], warmup=[], timed=False
+            )
+        self._time_side_by_side(case, result)
+        result.passed = True
+
+    @property
+    def calls_per_round(self) -> int:
+        return max(1, math.ceil(self.settings.iters / self.settings.rounds))
+
+    def _checked_calls(self) -> dict[int, list[int]]:
+        """Timed calls whose outputs the judges check, by round: the last call of the last
+        round and others drawn at random over all rounds, here, where no runner sees the
+        draw (the judges copy those outputs before their stop stamps, so nothing a runner
+        can observe depends on the draw but the time of a copy it cannot see)."""
+        rounds, calls = self.settings.rounds, self.calls_per_round
+        others = [(k, i) for k in range(rounds) for i in range(calls)][:-1]
+        count = min(len(others), self.settings.timed_checks - 1)
+        drawn = {(rounds - 1, calls - 1), *random.SystemRandom().sample(others, max(0, count))}
+        plan: dict[int, list[int]] = {}
+        for k, i in sorted(drawn):
+            plan.setdefault(k, []).append(i)
+        return plan
+
+    def _time_side_by_side(self, case: Case, result: CaseResult) -> None:
+        """Pairs of rounds on the same inputs (A B A B ...): both are timed in the same
+        minutes, each pair gives one speedup."""
+        plan, calls = self._checked_calls(), self.calls_per_round
+        for k in range(self.settings.rounds):
+            seeds = [self._seed(case, "timing", k, j) for j in range(calls)]
+            warmup = [self._seed(case, "warmup", k, j) for j in range(self.settings.warmup)]
+            *times, done = self._pair(
+                case, result, seeds, plan.get(k, []), warmup=warmup, timed=True
+            )
+            pair = dict(zip(("reference_us", "candidate_us", "harness_us"), times, strict=True))
+            result.rounds.append({key: value / done * 1e6 for key, value in pair.items()})
+            result.iterations += done
+        self._speedup(result)
+        if self.on_round is not None:
+            for pair in result.rounds:
+                self.on_round(self.slug, case.name, dict(pair))
+
+    def _pair(
+        self,
+        case: Case,
+        result: CaseResult,
+        seeds: list[int],
+        checked: list[int],
+        *,
+        warmup: list[int],
+        timed: bool,
+    ) -> tuple[float, float, float, int]:
+        """One pair on every judge; the slowest rank's times (s) of the two timed rounds,
+        and of the reference's runner's harness alone (the tare), and the calls they made
+        (the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
+        order = {"case": case.to_json(), "seeds": seeds, "checked": checked, "warmup": warmup}
+        began = time.monotonic()
+        replies = sorted(self._command({"judge": ("pair", order)}), key=lambda r: r.rank)
+        # The reference's rounds are not the candidate's time: give them back.
+        reference = max(_num(r.data.get("reference_s")) for r in replies)
+        if math.isfinite(reference):
+            self.deadline += min(time.monotonic() - began, 2 * reference)
+        self._failed(replies)
+        self._tampered(replies)
+        self._judged(replies, case, result, timed=timed)
+        candidate = max(_num(r.data.get("candidate_s")) for r in replies)
+        calls = min(int(r.data.get("calls") or len(seeds)) for r in replies)
+        return reference, candidate, max(_num(r.data.get("harness_s")) for r in replies), calls
+
+    def _failed(self, replies: list[Reply]) -> None:
+        failed = [r for r in replies if r.data.get("failure")]
+        if not failed:
+            return
+        self.pools.candidate_failed()
+        reply = failed[0]
+        failure = reply.data["failure"]
+        if failure.get("protocol"):
+            self._flag(ResultFlag.TAMPERED, f"rank {reply.rank}'s runner {failure['how']}")
+            raise Failure(
+                ProblemStatus.RUNTIME_ERROR,
+                f"rank {reply.rank}'s runner {failure['how']}: only bundle code writing on "
+                "the harness's pipe does that",
+            )
+        if "how" in failure:
+            raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} {failure['how']}")
+        raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} raised {failure['error']}")
+
+    def _tampered(self, replies: list[Reply]) -> None:
+        tampered = sorted({str(n) for r in replies for n in r.data.get("tampered") or []})
+        if tampered:
+            self._flag(ResultFlag.TAMPERED, f"bundle code replaced {', '.join(tampered)}")
+            # Whatever it patched stays patched in these processes: not for the next problem.
+            self.restart_candidates = True
+
+    def _judged(self, replies: list[Reply], case: Case, result: CaseResult, *, timed: bool) -> None:
+        for reply in replies:
+            verdict = reply.data.get("verdict") or {}
+            result.max_abs_err = _max(result.max_abs_err, verdict.get("max_abs_err"))
+            result.max_rel_err = _max(result.max_rel_err, verdict.get("max_rel_err"))
+        failed = [r for r in replies if not (r.data.get("verdict") or {"ok": True})["ok"]]
+        if not failed:
+            return
+        verdict = failed[0].data["verdict"]
+        where = f"rank {failed[0].rank}, case {case.name} ({case.dtype})"
+        if timed:
+            where += ", a timed call (every call gets fresh inputs; timed outputs are checked)"
+        worst = [r.data["verdict"] for r in failed]
+        raise Failure(
+            ProblemStatus.WRONG_ANSWER,
+            f"{where}: {verdict.get('message', '')}",
+            max_abs_err=max(_num(v.get("max_abs_err")) for v in worst),
+            max_rel_err=max(_num(v.get("max_rel_err")) for v in worst),
+        )
+
+    def _speedup(self, result: CaseResult) -> None:
+        """Per-call times net of the harness: each round less the case's quickest tare,
+        the same on both sides (the harness's cost per call is the same for the reference
+        and the candidate, and the quickest tare never takes away more than it costs)."""
+        harness = min(p["harness_us"] for p in result.rounds)
+        for pair in result.rounds:
+            for side in ("reference", "candidate"):
+                gross = pair[f"{side}_gross_us"] = pair[f"{side}_us"]
+                pair[f"{side}_us"] = max(gross - harness, NET_FLOOR * gross)
+            pair["harness_us"] = harness
+        pairs = result.rounds
+        candidate = [p["candidate_us"] for p in pairs]
+        reference = [p["reference_us"] for p in pairs]
+        result.time_us = statistics.median(candidate)
+        result.time_spread_us = _iqr(candidate)
+        result.ref_time_us = statistics.median(reference)
+        ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
+        if ratios:
+            result.speedup, result.speedup_low, result.speedup_high = median_interval(ratios)
+
+    def _flag(self, flag: ResultFlag, why: str) -> None:
+        if str(flag) not in self.result.flags:
+            self.result.flags.append(str(flag))
+            log.warning("%s flagged %s: %s", self.slug, flag, why)
+            note = f"flagged {flag}: {why}"
+            self.result.message = f"{self.result.message}; {note}" if self.result.message else note
+
+    def _summarize(self) -> None:
+        cases = self.result.cases
+        self.result.time_us = sum(c.time_us or 0.0 for c in cases)
+        self.result.ref_time_us = sum(c.ref_time_us or 0.0 for c in cases)
+        # The geometric mean of the cases' medians, and of their intervals' ends: when every
+        # case's interval holds its true median (probability at least 1 - m * 5% for m
+        # cases, by Bonferroni), the geometric mean of the true medians lies in between.
+        for name in ("speedup", "speedup_low", "speedup_high"):
+            values = [getattr(c, name) for c in cases]
+            if cases and all(v for v in values):
+                setattr(self.result, name, _geomean(values))
+        self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
+        self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
+        apply_roofline(self.result, self.bandwidth_gbps)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.inf
+
+
+def _max(current: float | None, new: Any) -> float | None:
+    if not isinstance(new, (int, float)):
+        return current
+    return float(new) if current is None else max(current, float(new))
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no Infinity or NaN; "unbounded" is shown by the message instead.
+    return value if value is not None and math.isfinite(value) else None

@@ -1,0 +1,344 @@
+"""A judge rank: the trusted process of one GPU (or CPU rank).
+
+It never imports bundle code. For each command of the evaluator it draws the inputs of the
+calls from their seeds (only it holds them), then runs a PAIR of rounds on the same inputs:
+the reference's runner first, then the candidate's. Each round:
+
+    barrier of the judges -> start stamp -> inputs written into the runner's arena ->
+    the runner calls and copies its outputs into their slots -> the judge copies the
+    checked calls' slots -> stop stamp
+
+The reference's round says what each call returns (dtypes and shapes, into a room of the
+arena); the candidate's round gets exactly those slots, so what the judge reads back is
+bytes of a size it chose, never a description the candidate wrote. The checked calls'
+outputs of the two rounds are compared here. The parent (`evaluator.judge.problem_run`)
+gets JSON: the two rounds' times, the verdict, and the candidate's failure if any.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from evaluator import rank_process
+from evaluator.candidate import arena
+from evaluator.candidate.arena import Slot
+from evaluator.judge import replies
+from evaluator.judge.compare import compare
+from evaluator.judge.link import Clock, RunnerGone, RunnerLink
+from evaluator.judge.replies import Output, ReplyError
+from evaluator.rank_process import RankSetup, describe, reply
+from problems.spec import Case, InputContext, Problem
+
+# Room for a reference output before the judge knows its size: twice the call's inputs or
+# twice the largest output of the case so far, at least this; a reference that needs more
+# says so and its round is run again in a larger arena.
+MIN_ROOM_BYTES = 64 * 1024
+MAX_ROOM_RETRIES = 4
+# How long a judge polls for a runner's reply to "go" before it blocks (GPU hosts).
+SPIN_S = 0.05
+# Timed calls per round (`_Judge.calls_for`): a round aims at lasting this long (the
+# reference's), with inputs of at most this many bytes, and no fewer calls than this.
+ROUND_TARGET_S = 0.02
+ROUND_BYTES = 1 << 30
+MIN_CALLS = 10
+
+
+def judge_main(conn: Connection, setup: RankSetup) -> None:
+    device = rank_process.start(setup, untrusted=False)
+    judge = _Judge(setup, device, conn)
+    reply(conn, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
+    while True:
+        try:
+            op, step, payload = conn.recv()
+        except (EOFError, OSError):
+            break  # the parent is gone
+        if op == "stop":
+            break
+        reply(conn, {"step": step, **judge.handle(op, payload)})
+    with contextlib.suppress(Exception):
+        torch.distributed.destroy_process_group()
+
+
+@dataclass
+class _Staged:
+    staging: torch.Tensor  # the judge's own: runners only ever see copies of it
+    layouts: list[dict[str, Any]]
+    end: int
+
+
+@dataclass
+class _Round:
+    seconds: float = 0.0
+    outputs: list[Output] = field(default_factory=list)  # per call (the reference's)
+    copies: dict[int, Any] = field(default_factory=dict)  # checked call -> its outputs
+    mismatches: dict[int, str] = field(default_factory=dict)  # the candidate's, per call
+    tampered: list[str] = field(default_factory=list)
+    outputs_by_call: dict[int, Output] = field(default_factory=dict)
+    rooms: list[tuple[int, int]] = field(default_factory=list)  # where the outputs went
+
+
+class _Judge:
+    def __init__(self, setup: RankSetup, device: torch.device, conn: Connection) -> None:
+        self.setup, self.device, self.conn = setup, device, conn
+        self.reference = RunnerLink(setup.peers[0], device)
+        self.candidate = RunnerLink(setup.peers[1], device)
+        self.clock = Clock(device)
+        self.problem: Problem | None = None
+        self.largest_output: dict[str, int] = {}  # per case name, bytes of one call
+
+    def handle(self, op: str, payload: Any) -> dict[str, Any]:
+        try:
+            if op == "load":
+                self.problem, self.largest_output = payload["problem"], {}
+                return {"ok": True}
+            if op == "ping":
+                return {"ok": True}
+            if op == "rewire":
+                # A restarted candidate pool: its pipe's end comes over our socket.
+                self.candidate.replace(Connection(reduction.recv_handle(self.conn)))
+                return {"ok": True}
+            if op == "probe":
+                from evaluator.tools.probe import measure_peer_bandwidth
+
+                return {"ok": True, "bandwidth": measure_peer_bandwidth()}
+            if op == "pair":
+                case = Case.from_json(payload["case"])
+                return self.pair(case, payload["seeds"], payload["checked"], payload["warmup"])
+            raise ValueError(f"unknown command {op!r}")
+        except Exception as exc:
+            traceback.print_exc()
+            return {"ok": False, "error": describe(exc), "traceback": traceback.format_exc()}
+
+    def inputs(self, case: Case, seed: int) -> dict[str, Any]:
+        assert self.problem is not None
+        ctx = InputContext(
+            rank=self.setup.rank,
+            world_size=self.setup.world_size,
+            dtype=case.dtype,
+            device=self.device,
+            seed=seed,
+        )
+        return self.problem.make_inputs(case, ctx)
+
+    def pair(
+        self, case: Case, seeds: list[int], checked: list[int], warmup: list[int]
+    ) -> dict[str, Any]:
+        """The reference's rounds, then the candidate's, on the same inputs: a warm-up
+        round (`warmup` seeds, not timed, nothing checked) and the timed one, of as many
+        of `seeds` as `calls_for` allows (every judge the same number)."""
+        stages, refs = [], []
+        if warmup:
+            stages.append(self.stage(case, warmup))
+            refs.append(self.reference_round(case, stages[0], []))
+            seeds = seeds[: self.calls_for(stages[0], refs[0], len(seeds))]
+            checked = sorted({i % len(seeds) for i in checked})
+        stages.append(self.stage(case, seeds))
+        refs.append(self.reference_round(case, stages[-1], checked))
+        plans = [[] for _ in stages[:-1]] + [checked]
+        answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "reference_s": refs[-1].seconds}
+        answer["harness_s"] = self.tare(stages[-1], refs[-1])
+        cands = []
+        try:
+            for staged, ref, plan in zip(stages, refs, plans, strict=True):
+                cands.append(self.round(self.candidate, staged, ref.rooms, plan, expected=ref))
+        except RunnerGone as gone:
+            return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
+        except _Failed as failed:
+            return {**answer, "failure": failed.reply}
+        answer["candidate_s"] = cands[-1].seconds
+        answer["tampered"] = sorted({t for c in cands for t in c.tampered})
+        answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
+        return answer
+
+    def calls_for(self, warm: _Staged, ref: _Round, asked: int) -> int:
+        """Timed calls per round: what the parent asked, fewer when the reference's warm-up
+        says a round would last over ROUND_TARGET_S or its inputs exceed ROUND_BYTES, never
+        fewer than MIN_CALLS. A round's fixed cost (messages, copies) is spread over its
+        calls; long or large calls need fewer to drown it. The judges agree on the least."""
+        per_call_s = ref.seconds / max(1, len(warm.layouts))
+        per_call_bytes = max(1, warm.end // max(1, len(warm.layouts)))
+        calls = min(
+            asked, int(ROUND_TARGET_S / max(per_call_s, 1e-9)), ROUND_BYTES // per_call_bytes
+        )
+        agreed = torch.tensor([max(min(MIN_CALLS, asked), calls)], device=self.device)
+        torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
+        return int(agreed.item())
+
+    def stage(self, case: Case, seeds: list[int]) -> _Staged:
+        """Every call's inputs, made here from their seeds, in one buffer of the arena's
+        layout: a round then writes them all with one copy."""
+        layouts, tensors, end = [], [], 0
+        for seed in seeds:
+            layout, items, end = arena.call_layout(self.inputs(case, seed), end)
+            layouts.append(layout)
+            tensors.append(items)
+        staging = torch.empty(end, dtype=torch.uint8, device=self.device)
+        for layout, items in zip(layouts, tensors, strict=True):
+            for slot, tensor in zip(_input_slots(layout), items, strict=True):
+                arena.view(staging, slot).copy_(tensor)
+        return _Staged(staging, layouts, end)
+
+    def reference_round(self, case: Case, staged: _Staged, checked: list[int]) -> _Round:
+        """The reference's round; its outputs' rooms are sized from what it returned before
+        (or twice its inputs), and grown and the round run again when they were short."""
+        room = max(MIN_ROOM_BYTES, 2 * self.largest_output.get(case.name, 0))
+        room = max([room, *(2 * _input_bytes(layout) for layout in staged.layouts)])
+        for _ in range(MAX_ROOM_RETRIES):
+            room = arena.aligned(room)
+            rooms = [(staged.end + i * room, room) for i in range(len(staged.layouts))]
+            try:
+                done = self.round(self.reference, staged, rooms, checked)
+            except (_Failed, RunnerGone) as exc:
+                raise RuntimeError(f"the reference's runner failed: {exc}") from None
+            need = max(out.need for out in done.outputs)
+            if need:
+                room = 2 * need
+                continue
+            largest = max((_span(out.slots) for out in done.outputs), default=0)
+            self.largest_output[case.name] = max(self.largest_output.get(case.name, 0), largest)
+            done.rooms = rooms
+            return done
+        raise RuntimeError("the reference's outputs outgrew every room the judge gave them")
+
+    def tare(self, staged: _Staged, ref: _Round) -> float:
+        """The reference's runner's round again on the same inputs, each call returning
+        what the reference returned (already in the arena) instead of computing: what the
+        harness alone costs, in the same arena, with the same copies and messages."""
+        shift = max(offset + room for offset, room in ref.rooms) - staged.end
+        rooms = [(offset + shift, room) for offset, room in ref.rooms]
+        echoes = [[out.kind, [s.to_json() for s in out.slots]] for out in ref.outputs]
+        try:
+            return self.round(self.reference, staged, rooms, [], echoes=echoes).seconds
+        except (_Failed, RunnerGone) as exc:
+            raise RuntimeError(f"the reference's runner failed: {exc}") from None
+
+    def round(
+        self,
+        link: RunnerLink,
+        staged: _Staged,
+        rooms: list[tuple[int, int]],
+        checked: list[int],
+        *,
+        expected: _Round | None = None,
+        echoes: list[Any] | None = None,
+    ) -> _Round:
+        """One round of `link`'s runner on the staged inputs, between the judge's stamps.
+
+        The reference's round (`expected` None) says what each call returned; the
+        candidate's must say the same of each call, and its checked calls' rooms are read
+        at the reference's slots."""
+        start = min((offset for offset, _ in rooms), default=staged.end)
+        out_end = max((offset + room for offset, room in rooms), default=staged.end)
+        base = link.ensure(out_end)
+        base[start:out_end].fill_(0xFF)  # an output a runner never writes fails
+        calls: list[dict[str, Any]] = [
+            {"inputs": layout, "room": list(room)}
+            for layout, room in zip(staged.layouts, rooms, strict=True)
+        ]
+        for call, echo in zip(calls, echoes or [], strict=False):
+            call["echo"] = echo
+        _ok(link.command("prepare", {"calls": calls}))
+        self.clock.barrier()
+        self.clock.start()
+        base[: staged.end].copy_(staged.staging)
+        link.inputs_written()
+        answer = _ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
+        done = _Round()
+        try:
+            found = replies.entries(answer, len(rooms))
+            # Only the checked calls before the stop stamp: the rest of the reply is read
+            # after it, for either runner alike.
+            for i in checked:
+                self._read(done, base, i, found[i], rooms[i], expected)
+            done.seconds = self.clock.stop()
+            for i in range(len(rooms)):
+                if i not in checked:
+                    self._read(done, None, i, found[i], rooms[i], expected)
+            done.tampered = replies.tampered(answer)
+        except ReplyError as exc:
+            raise RunnerGone(f"replied with {exc}", protocol=True) from None
+        if expected is None and echoes is None:
+            done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
+        return done
+
+    def _read(
+        self,
+        done: _Round,
+        base: torch.Tensor | None,
+        call: int,
+        entry: dict[str, Any],
+        room: tuple[int, int],
+        expected: _Round | None,
+    ) -> None:
+        """One call's report; with `base`, a copy of its outputs too (a checked call)."""
+        if expected is None:
+            output = replies.reference_output(entry, *room)
+            done.outputs_by_call[call] = output
+        else:
+            output = expected.outputs[call]
+            why = replies.mismatch(entry, output)
+            if why:
+                done.mismatches[call] = why
+                return
+        if base is not None and not output.need:
+            copies = [arena.view(base, slot).clone() for slot in output.slots]
+            done.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
+
+    def verdict(
+        self, case: Case, ref: _Round, cands: list[_Round], checked: list[int]
+    ) -> dict[str, Any]:
+        """The first mismatch of any round (the candidate's own word: it returned something
+        else than the reference), else the comparison of the timed round's checked calls."""
+        assert self.problem is not None
+        for cand in cands:
+            if cand.mismatches:
+                call, why = min(cand.mismatches.items())
+                return {"ok": False, "message": f"call {call}: {why}", "output": call}
+        worst: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
+        for i in checked:
+            got = compare(ref.copies[i], cands[-1].copies[i], self.problem.tolerance(case.dtype))
+            if not got.ok:
+                return {**got.__dict__, "output": i}
+            if got.max_abs_err >= worst["max_abs_err"]:
+                worst = {**got.__dict__, "output": i}
+        return worst
+
+
+class _Failed(Exception):
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__(reply.get("error", "failed"))
+        self.reply = reply
+
+
+def _failure(answer: dict[str, Any]) -> dict[str, Any]:
+    """A runner's failure as the parent shows it: strings only, capped."""
+    return {
+        key: str(answer.get(key, ""))[:limit]
+        for key, limit in (("phase", 16), ("error", 500), ("traceback", 8000))
+    }
+
+
+def _input_slots(layout: dict[str, Any]) -> list[Slot]:
+    return [Slot(v[1][0], v[1][1], tuple(v[1][2])) for v in layout.values() if v[0] == "slot"]
+
+
+def _ok(answer: dict[str, Any]) -> dict[str, Any]:
+    if not answer.get("ok"):
+        raise _Failed(_failure(answer))
+    return answer
+
+
+def _span(slots: list[Slot]) -> int:
+    return slots[-1].end - slots[0].offset if slots else 0
+
+
+def _input_bytes(layout: dict[str, Any]) -> int:
+    return sum(slot.nbytes for slot in _input_slots(layout))

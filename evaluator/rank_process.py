@@ -1,0 +1,181 @@
+"""What every rank process does before its first command, judge or runner alike.
+
+A rank process is spawned by the evaluator (`evaluator.pool`) with a `RankSetup`: it puts
+itself in a process group of its own (so killing the group kills whatever it started),
+dies with its parent, joins its kind's process group (NCCL on GPU hosts, gloo on CPU), and
+answers its parent in JSON. Processes that run bundle code first keep only the toolchain's
+environment and send their output to a log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from evaluator import sandbox
+
+# A runner writing a runaway log (or any file) past this gets SIGXFSZ, not a full disk.
+MAX_CANDIDATE_FILE_BYTES = 256 * 1024 * 1024
+# The parent's per-problem deadline, not this, ends a hung collective.
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
+_PR_SET_PDEATHSIG = 1
+# Never NVLink multicast on shared hosts (see docs/architecture.md), whatever the worker's
+# environment.
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    rank: int
+    world_size: int
+    backend: str
+    rendezvous: str  # path of the file:// rendezvous file, fresh for each pool start
+    # A judge's ends of its pipes to its runners (reference, candidate), or a runner's end
+    # of the pipe to its judge.
+    peers: tuple[Connection, ...]
+    threads: int
+    log_path: str | None = None  # runners only
+    env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
+    limits: sandbox.Limits | None = None  # candidates only
+
+
+def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
+    """Everything before the first command; the rank's device."""
+    os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
+    die_with_parent()
+    if untrusted:
+        scrub_environment(setup.env)
+    else:
+        # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
+        # for bundle code.
+        sandbox.not_dumpable()
+        os.environ.update(setup.env)
+    if setup.log_path:
+        confine_output(setup.log_path)
+    torch.set_num_threads(setup.threads)
+    device = init_distributed(setup)
+    if setup.limits is not None:
+        for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
+            print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
+    return device
+
+
+def scrub_environment(extra: dict[str, str]) -> None:
+    """Keep only the toolchain variables (sandbox.KEPT_*), then set `extra` (caches,
+    scratch HOME and TMPDIR, multicast off). The initial environment block, what
+    /proc/self/environ shows, is scrubbed by the sandbox launcher where it runs."""
+    keep = sandbox.scrubbed(os.environ)
+    for name in list(os.environ):
+        if name not in keep:
+            del os.environ[name]
+    os.environ.update(extra)
+
+
+def init_distributed(setup: RankSetup) -> torch.device:
+    kwargs: dict[str, Any] = {}
+    if setup.backend == "nccl":
+        os.environ.update(NO_MULTICAST)  # forced, not defaulted: a host must never opt in
+        device = torch.device("cuda", setup.rank)
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        setup.backend,
+        init_method=f"file://{setup.rendezvous}",
+        rank=setup.rank,
+        world_size=setup.world_size,
+        timeout=COLLECTIVE_TIMEOUT,
+        **kwargs,
+    )
+    return device
+
+
+def import_solution(path: Path, module_name: str) -> Any:
+    """Import a bundle file as `module_name`, from its own folder; returns its `solution`."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # so that `import _helper` works
+    os.chdir(path.parent)  # files a solution writes land in the scratch directory
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path.name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    solution = getattr(module, "solution", None)
+    if not callable(solution):
+        raise TypeError(f"{path.name} defines no callable solution")
+    return solution
+
+
+def confine_output(log_path: str) -> None:
+    """Bundle code's output goes to its log; no file it writes grows past the cap
+    (sandbox.Limits.file_bytes may lower it further)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES))
+
+
+def die_with_parent() -> None:
+    # If the evaluator itself is killed (Celery's hard time limit), its ranks follow.
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def wait_readable(conn: Connection, spin_s: float) -> None:
+    """Return when `conn` has a message: polling for up to `spin_s`, then blocking.
+
+    Inside a timed round a blocked process's wake-up (tens to hundreds of microseconds on
+    a virtual machine, and as variable) would be part of what the judge's clock measures;
+    polling keeps it to a few microseconds. GPU hosts only: they have a core per waiting
+    process, where a CPU host's ranks share two."""
+    if spin_s > 0:
+        end = time.perf_counter() + spin_s
+        while time.perf_counter() < end:
+            if conn.poll(0):
+                return
+    conn.poll(None)
+
+
+def flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def to_json(data: dict[str, Any]) -> bytes:
+    return json.dumps(data).encode("utf-8")
+
+
+def reply(conn: Connection, data: dict[str, Any]) -> None:
+    conn.send_bytes(to_json(data))
