@@ -20,11 +20,11 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from evaluator.bundle import BundleError, read_bundle
 from evaluator.contract import ProblemResult, ProblemStatus
-from evaluator.profiles import PROFILES, get_profile
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import SettingsError, load_settings
+from evaluator.host.profiles import PROFILES, get_profile
+from evaluator.host.settings import SettingsError, load_settings
+from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
 from problems.registry import all_problems
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "worker":
-        from evaluator.tasks import main as worker_main
+        from evaluator.host.tasks import main as worker_main
 
         worker_main()
         return 0

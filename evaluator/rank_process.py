@@ -1,6 +1,6 @@
 """What every rank process does before its first command, judge or runner alike.
 
-A rank process is spawned by the evaluator (`evaluator.pool`) with a `RankSetup`: it puts
+A rank process is spawned by the evaluator (`evaluator.judge.pool`) with a `RankSetup`: it puts
 itself in a process group of its own (so killing the group kills whatever it started),
 dies with its parent, joins its kind's process group (NCCL on GPU hosts, gloo on CPU), and
 answers its parent in JSON. Processes that run bundle code first keep only the toolchain's
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator import sandbox
+from evaluator.host import sandbox
 
 # A runner writing a runaway log (or any file) past this gets SIGXFSZ, not a full disk.
 MAX_CANDIDATE_FILE_BYTES = 256 * 1024 * 1024

@@ -27,7 +27,7 @@ extension once per content hash into the evaluation's own cache (PKB_EXTENSION_C
 its scratch directory: no bundle ever loads another's build); whoever comes first
 compiles, the others wait for it and load the result. Call it at module import time: the
 evaluator imports every solution file once, each in a process of its own and all in
-parallel (evaluator.compile), before any rank starts, so bundles with many CUDA problems
+parallel (evaluator.intake.compile), before any rank starts, so bundles with many CUDA problems
 compile on all cores at once, the ranks' own imports load the cached builds, and nothing
 is compiled while timed. That first import has no process group: keep collectives,
 `symm_buffer` and anything else that needs the peers out of module-level code. A file

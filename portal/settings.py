@@ -13,7 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from evaluator.contract import PORTAL_QUEUE
-from evaluator.profiles import DEFAULT_PROFILE, PROFILES
+from evaluator.host.profiles import DEFAULT_PROFILE, PROFILES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -283,7 +283,7 @@ CELERY_TASK_DEFAULT_QUEUE = PORTAL_QUEUE
 CELERY_TASK_ROUTES = {"portal.*": {"queue": PORTAL_QUEUE}}
 # Every consumer of the Redis database restores any message unacknowledged for longer
 # than its own visibility timeout, the evaluator's included: portal and evaluator must
-# agree on it (evaluator.tasks reads the same variable). Checked every 5 s, not kombu's
+# agree on it (evaluator.host.tasks reads the same variable). Checked every 5 s, not kombu's
 # default 10 x 10 s, so that a killed worker's message comes back promptly.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": PKB_VISIBILITY_TIMEOUT_S,

@@ -15,6 +15,6 @@ import torch.distributed  # noqa: F401
 import evaluator.candidate.runner  # noqa: F401
 import evaluator.judge.rank  # noqa: F401
 import problems.registry  # noqa: F401
-from evaluator import sandbox
+from evaluator.host import sandbox
 
 sandbox.not_dumpable()

@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.compile import ImportFailure
 from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
-from evaluator.pool import PoolTimeout, RankDied, RankPools, Reply
-from evaluator.profiles import HardwareProfile
-from evaluator.seeds import trial_seed
-from evaluator.settings import Settings
-from evaluator.timing import median_interval
-from evaluator.tools.probe import apply_roofline
+from evaluator.host.profiles import HardwareProfile
+from evaluator.host.settings import Settings
+from evaluator.intake.compile import ImportFailure
+from evaluator.judge.pool import PoolTimeout, RankDied, RankPools, Reply
+from evaluator.judge.roofline import apply_roofline
+from evaluator.judge.seeds import trial_seed
+from evaluator.judge.stats import median_interval
 from problems.spec import Case, Problem
 
 log = logging.getLogger(__name__)

@@ -36,15 +36,16 @@ import torch
 import torch.distributed as dist
 
 from evaluator.__main__ import _with_profile, _zip_folder
-from evaluator.bundle import Bundle, read_bundle
 from evaluator.contract import ProblemResult
+from evaluator.host.profiles import HardwareProfile, get_profile
+from evaluator.host.settings import Settings, load_settings
+from evaluator.intake.bundle import Bundle, read_bundle
 from evaluator.judge.compare import compare
-from evaluator.profiles import HardwareProfile, get_profile
+from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.problem_run import cases_for
+from evaluator.judge.seeds import trial_seed
 from evaluator.rank_process import NO_MULTICAST
-from evaluator.runner import cases_for, evaluate_bundle
-from evaluator.seeds import trial_seed
-from evaluator.settings import Settings, load_settings
-from evaluator.timing import summarize, time_calls
+from evaluator.tools.timing import summarize, time_calls
 from problems.registry import all_problems, get_problem
 from problems.spec import InputContext
 

@@ -41,12 +41,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.bundle import read_bundle
-from evaluator.profiles import HardwareProfile, get_profile
+from evaluator.host.profiles import HardwareProfile, get_profile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.stats import median_interval
 from evaluator.rank_process import NO_MULTICAST
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import load_settings
-from evaluator.timing import median_interval
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext, Problem
 

@@ -5,7 +5,7 @@
 
 One process per GPU, one NCCL process group for the whole run, as a worker host runs
 them. Per problem and case it prints the reference's median time (the evaluator's own
-timing: `evaluator.timing.time_calls` and `summarize`, slowest rank per iteration, inputs
+timing: `evaluator.tools.timing.time_calls` and `summarize`, slowest rank per iteration, inputs
 rotated), the bytes one rank must move, the floor those bytes set at the measured peer
 bandwidth (`evaluator.probe`), the reference's roofline fraction and the peak memory of
 the busiest rank. A problem that fails on GPUs is reported and the run goes on.
@@ -28,9 +28,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from evaluator.judge.roofline import floor_us
 from evaluator.rank_process import NO_MULTICAST
-from evaluator.timing import summarize, time_calls
-from evaluator.tools.probe import floor_us, measure_peer_bandwidth
+from evaluator.tools.probe import measure_peer_bandwidth
+from evaluator.tools.timing import summarize, time_calls
 from problems.registry import all_problems
 from problems.spec import Case, Category, InputContext, Problem
 

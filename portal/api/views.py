@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluator.profiles import PROFILES
+from evaluator.host.profiles import PROFILES
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.api import serializers

@@ -8,9 +8,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from evaluator import liveness
 from evaluator.contract import PORTAL_QUEUE
-from evaluator.profiles import PROFILES
+from evaluator.host import liveness
+from evaluator.host.profiles import PROFILES
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def broker_queue_lengths() -> dict[str, int]:
 
 def worker_heartbeats() -> dict[tuple[str, str], float]:
     """(profile, worker) -> when each evaluator worker last announced itself (epoch
-    seconds), idle or busy: the evaluator's heartbeat keys (evaluator/liveness.py).
+    seconds), idle or busy: the evaluator's heartbeat keys (evaluator/host/liveness.py).
 
     Raises redis.RedisError when the broker cannot be reached.
     """

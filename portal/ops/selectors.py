@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 
-from evaluator.profiles import PROFILES
+from evaluator.host.profiles import PROFILES
 from portal.submissions.models import Submission
 
 # Upper bounds (seconds) of the evaluation-duration histogram: a CPU host takes seconds,

@@ -61,7 +61,7 @@ class Problem(models.Model):
     code_version = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PUBLISHED)
     weight = models.FloatField(default=1.0)
-    # Hardware profile names (evaluator/profiles.py) the problem is judged on; empty: all.
+    # Hardware profile names (evaluator/host/profiles.py) the problem is judged on; empty: all.
     profiles = models.JSONField(default=list, blank=True)
     # From then on, anyone may download the bundles that passed this problem.
     solutions_public_after = models.DateTimeField(null=True, blank=True)

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
-from evaluator.profiles import PROFILES
+from evaluator.host.profiles import PROFILES
 from portal.leaderboard.selectors import problem_board
 from portal.leaderboard.views import profile_argument
 from portal.problems.models import Category, Problem

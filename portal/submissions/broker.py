@@ -1,7 +1,7 @@
 """The portal's one door to the evaluator hosts: tests replace `send_evaluation`.
 
 Besides the Celery messages, it reads and writes the liveness keys that evaluator hosts
-share with the portal in the broker's database (evaluator/liveness.py, docs/recovery.md).
+share with the portal in the broker's database (evaluator/host/liveness.py, docs/recovery.md).
 The database stays the truth: a broker that cannot be reached makes these calls log and
 answer "cannot tell", never lose a submission.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable
 import redis
 from django.conf import settings
 
-from evaluator import liveness
 from evaluator.contract import EVALUATE_TASK, EvaluationRequest
+from evaluator.host import liveness
 from portal.celery import app
 
 logger = logging.getLogger(__name__)

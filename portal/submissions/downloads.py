@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from evaluator.bundle import BundleError, read_bundle
+from evaluator.intake.bundle import BundleError, read_bundle
 from portal.problems.models import Problem
 from portal.submissions.models import Submission
 

@@ -279,7 +279,7 @@ class ResultRun(models.Model):
 
     result = models.ForeignKey(ProblemResult, on_delete=models.CASCADE, related_name="runs")
     # The attempt that judged it: hosts derive every input seed of a run from it
-    # (evaluator/seeds.py), so a new id is a new draw of inputs.
+    # (evaluator/judge/seeds.py), so a new id is a new draw of inputs.
     evaluation_id = models.UUIDField()
     judged_at = models.DateTimeField()
     host = models.CharField(max_length=200, blank=True)

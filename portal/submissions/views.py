@@ -9,7 +9,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
-from evaluator.profiles import get_profile
+from evaluator.host.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions.downloads import Download, public_download

@@ -147,7 +147,7 @@ def _deep_source(rng):
     )
     files = _base_files(rng) | {FUZZ_OPEN_SLUG + ".py": _GOOD + body + "\n"}
     # Python 3.12's tokenizer (the GPU hosts') stops at 200 open brackets itself, with
-    # its own message; 3.11's leaves the bound to evaluator/sources.py.
+    # its own message; 3.11's leaves the bound to evaluator/intake/sources.py.
     return "b.zip", _stored_zip(files), "nested more than|elif branches|too many nested paren"
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluator.settings import load_settings
+from evaluator.host.settings import load_settings
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.bundle import MAX_BUNDLE_BYTES, MAX_MEMBERS, Bundle, BundleError, read_bundle
+from evaluator.intake.bundle import MAX_BUNDLE_BYTES, MAX_MEMBERS, Bundle, BundleError, read_bundle
 from tests.evaluator.archives import make_tar_gz, make_zip, tar_member
 
 KNOWN = ("all-reduce", "all-gather")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from evaluator.pool import ProtocolViolation, Reply
 from evaluator.ranks import plain_output
-from evaluator.runner import _Commit
-from evaluator.timing import digest, digest_values, median_interval, round_time
+
+from evaluator.judge.evaluate import _Commit
+from evaluator.judge.pool import ProtocolViolation, Reply
+from evaluator.tools.timing import digest, digest_values, median_interval, round_time
 
 
 def commit(rank: int, digests: list, kind: str = "candidate") -> Reply:

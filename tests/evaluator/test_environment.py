@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evaluator.__main__ import _table
 from evaluator.contract import ProblemResult, ProblemStatus
-from evaluator.environment import parse_topology
+from evaluator.host.environment import parse_topology
 
 TOPO_2 = """\
 \t\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from evaluator.bundle import read_bundle
 from evaluator.contract import ProblemStatus
-from evaluator.profiles import get_profile
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import load_settings
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 

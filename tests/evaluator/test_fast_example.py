@@ -11,7 +11,7 @@ from pathlib import Path
 
 import evaluator
 from evaluator.__main__ import _zip_folder
-from evaluator.bundle import read_bundle
+from evaluator.intake.bundle import read_bundle
 from problems.registry import all_problems, get_problem
 
 FAST = Path(__file__).resolve().parents[2] / "examples" / "fast"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.hostplan import PlanError, main, plan_host, write_env_files
-from evaluator.settings import SettingsError, load_settings
+from evaluator.host.hostplan import PlanError, main, plan_host, write_env_files
+from evaluator.host.settings import SettingsError, load_settings
 
 EIGHT = range(8)
 SECRET = {"PKB_SEED_SECRET": "hostplan-test-secret-0123"}

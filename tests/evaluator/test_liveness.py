@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from evaluator import liveness, pool
 from evaluator.contract import FINISHED_TASK, PROGRESS_TASK, STARTED_TASK
-from evaluator.liveness import Attempt
-from evaluator.tasks import run_evaluation
+from evaluator.host import liveness
+from evaluator.host.liveness import Attempt
+from evaluator.host.tasks import run_evaluation
+from evaluator.judge import pool
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder

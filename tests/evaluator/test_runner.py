@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.bundle import read_bundle
 from evaluator.contract import ProblemResult, ProblemStatus
-from evaluator.pool import pid_running
-from evaluator.profiles import get_profile
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import load_settings
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.processes import pid_running
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder

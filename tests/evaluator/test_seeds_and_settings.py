@@ -5,8 +5,8 @@ import pwd
 
 import pytest
 
-from evaluator.seeds import trial_seed
-from evaluator.settings import SettingsError, _candidate_user, env_bool, load_settings
+from evaluator.host.settings import SettingsError, _candidate_user, env_bool, load_settings
+from evaluator.judge.seeds import trial_seed
 
 SECRET = b"s" * 32
 

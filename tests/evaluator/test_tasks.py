@@ -13,9 +13,9 @@ from evaluator.contract import (
     ProblemStatus,
     read_message,
 )
-from evaluator.profiles import get_profile
-from evaluator.settings import load_settings
-from evaluator.tasks import (
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import load_settings
+from evaluator.host.tasks import (
     HARD_TIME_LIMIT_S,
     HEARTBEAT_S,
     VISIBILITY_TIMEOUT_S,

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from evaluator.__main__ import _zip_folder
-from evaluator.bundle import read_bundle
 from evaluator.contract import ProblemStatus
-from evaluator.profiles import HardwareProfile
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import load_settings
+from evaluator.host.profiles import HardwareProfile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
 from problems.registry import all_problems
 from tests.evaluator.archives import make_zip
 

@@ -1,4 +1,4 @@
-"""Several evaluator workers on one host, as `python -m evaluator.hostplan` plans them:
+"""Several evaluator workers on one host, as `python -m evaluator.host.hostplan` plans them:
 real worker processes, side by side on one broker, on CPU with fake device sets."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.hostplan import plan_host, write_env_files
+from evaluator.host.hostplan import plan_host, write_env_files
 from portal.celery import app as celery_app
 from tests.integration.conftest import BIN, REPO, _start, _stop
 

@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from evaluator.pool import pid_running
+from evaluator.judge.processes import pid_running
 from portal.accounts.services import team_create
 from portal.problems.services import problems_sync
 from portal.submissions.models import ProblemResult, Submission

@@ -22,7 +22,7 @@ import pytest
 import redis
 from django.contrib.auth import get_user_model
 
-from evaluator.hostplan import plan_host
+from evaluator.host.hostplan import plan_host
 from portal.accounts.services import team_create
 from portal.problems.services import problems_sync
 from portal.submissions.models import ProblemResult, Submission

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-
 from evaluator.ranks import plain_output
+
 from problems import InputContext, get_problem
 
 SEED = 20261122

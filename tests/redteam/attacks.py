@@ -299,7 +299,7 @@ def solution(x):
 import json
 import sys
 import torch.distributed as dist
-from evaluator.timing import digest, digest_values
+from evaluator.tools.timing import digest, digest_values
 from problems.spec import Case
 
 def _serve():
@@ -345,7 +345,7 @@ def solution(x):
 import ctypes
 import time
 import torch.distributed as dist
-from evaluator import timing
+from evaluator.tools import timing
 
 def _rebind(module, name, value):
     ctypes.pythonapi.PyDict_SetItem.argtypes = [ctypes.py_object] * 3
@@ -410,7 +410,7 @@ def solution(x):
 import sys
 import time
 import torch.distributed as dist
-from evaluator import timing
+from evaluator.tools import timing
 
 ranks = sys.modules["evaluator.ranks"]
 READY = {}

@@ -1,7 +1,7 @@
 """Hostile archives: each is refused with a message naming the problem, nothing is written,
 and a correct bundle (the repository's example) is accepted right after, on the same checks.
 
-Reading is all in memory (evaluator/bundle.py), so "nothing written" is checked by
+Reading is all in memory (evaluator/intake/bundle.py), so "nothing written" is checked by
 evaluating the refusal with the process's working directory and a sentinel folder watched.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.bundle import MAX_MEMBERS, BundleError, read_bundle
+from evaluator.intake.bundle import MAX_MEMBERS, BundleError, read_bundle
 from tests.evaluator.archives import make_tar_gz, make_zip, tar_member
 
 KNOWN = ("all-reduce", "all-gather")

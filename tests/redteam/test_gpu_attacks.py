@@ -21,11 +21,11 @@ import uuid
 import pytest
 import torch
 
-from evaluator.bundle import read_bundle
 from evaluator.contract import ProblemStatus, ResultFlag
-from evaluator.profiles import HardwareProfile
-from evaluator.runner import evaluate_bundle
-from evaluator.settings import load_settings
+from evaluator.host.profiles import HardwareProfile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
 from tests.evaluator.archives import make_zip
 from tests.redteam import attacks
 

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import sandbox
-from evaluator.bundle import read_bundle
 from evaluator.contract import ProblemResult, ProblemStatus, ResultFlag
-from evaluator.pool import RankPool, pid_running
-from evaluator.profiles import get_profile
-from evaluator.runner import evaluate_bundle
-from evaluator.sandbox import Limits
-from evaluator.settings import load_settings
+from evaluator.host import sandbox
+from evaluator.host.profiles import get_profile
+from evaluator.host.sandbox import Limits
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.pool import RankPool
+from evaluator.judge.processes import pid_running
 from problems.registry import all_problems
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder

@@ -13,8 +13,8 @@ import zipfile
 
 import pytest
 
-from evaluator.bundle import BundleError, read_bundle
-from evaluator.sources import MAX_PYTHON_TOKENS
+from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.intake.sources import MAX_PYTHON_TOKENS
 from tests.evaluator.archives import make_zip
 from tests.evaluator.malformed import FUZZ_OPEN_SLUG, MALFORMED_KINDS, malformed_uploads
 

@@ -4,7 +4,7 @@ seeds, each run kept beside the others; the result ranks by their medians.
 One evaluation's median does not settle a 10% difference on shared GPU hosts (issue 14:
 the same case read 172 us and 312 us in two runs), so the board's top entries are judged
 again and ranked by the median of their runs. A re-run has an evaluation id of its own:
-hosts derive every input seed from it (evaluator/seeds.py), and the host's messages about
+hosts derive every input seed from it (evaluator/judge/seeds.py), and the host's messages about
 it reach `rerun_start`, `rerun_progress` and `rerun_finish` through the same tasks as a
 submission's (services/evaluations.py hands them over).
 """
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from evaluator.contract import EvaluationOutcome, EvaluationRequest
 from evaluator.contract import ProblemResult as ReportedResult
-from evaluator.profiles import get_profile
+from evaluator.host.profiles import get_profile
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from evaluator.settings import load_settings
+from evaluator.host.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from evaluator import liveness
+from evaluator.host import liveness
 from portal.submissions.models import Submission
 from tests.portal.factories import SubmissionFactory
 

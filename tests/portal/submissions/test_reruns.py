@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from evaluator import liveness
 from evaluator.contract import (
     CaseResult,
     EvaluationOutcome,
@@ -17,7 +16,8 @@ from evaluator.contract import (
     finished_message,
 )
 from evaluator.contract import ProblemResult as Reported
-from evaluator.seeds import trial_seed
+from evaluator.host import liveness
+from evaluator.judge.seeds import trial_seed
 from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission
 from portal.submissions.services import (
     evaluation_finish,
@@ -144,7 +144,7 @@ def test_a_rerun_sends_one_problem_with_an_evaluation_id_of_its_own(
 
 
 def test_each_run_draws_seeds_of_its_own(judged, problems):
-    # Hosts derive every input seed from the evaluation id (evaluator/runner.py, _seed).
+    # Hosts derive every input seed from the evaluation id (evaluator/judge/evaluate.py, _seed).
     first = rerun_of(judged, problems)
     assert finish(first.evaluation_id, passed())
     second = rerun_of(judged, problems)

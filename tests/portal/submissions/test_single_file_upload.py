@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from evaluator.bundle import read_bundle
+from evaluator.intake.bundle import read_bundle
 from portal.submissions.models import Submission
 from tests.portal.api.conftest import token_client
 from tests.portal.bundles import SOLUTION

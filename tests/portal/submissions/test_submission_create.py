@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from evaluator.profiles import PROFILES
+from evaluator.host.profiles import PROFILES
 from portal.submissions.models import Submission
 from portal.submissions.services import SubmissionError, submission_create
 from tests.portal.bundles import SOLUTION, solving, tar_bundle, upload, zip_bundle
@@ -113,7 +113,7 @@ def test_it_caps_what_it_reads_when_the_declared_size_lies(alice, problems, sett
 
 
 def test_the_bundle_limit_is_the_evaluators(settings):
-    from evaluator.bundle import MAX_BUNDLE_BYTES
+    from evaluator.intake.bundle import MAX_BUNDLE_BYTES
 
     assert settings.PKB_BUNDLE_MAX_BYTES == MAX_BUNDLE_BYTES
     assert settings.FILE_UPLOAD_MAX_MEMORY_SIZE == MAX_BUNDLE_BYTES

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluator import liveness
+from evaluator.host import liveness
 from portal.submissions.models import Submission
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory
 
@@ -101,7 +101,7 @@ def test_a_queued_submission_says_when_no_worker_of_its_profile_is_connected(
     for response in pages(client, waiting):
         html = response.content.decode()
         assert "waiting for a cpu worker (CPU, 4 ranks over gloo): none is connected now" in html
-    # A worker announces itself on every heartbeat (evaluator.tasks.KeepMessagesVisible).
+    # A worker announces itself on every heartbeat (evaluator.host.tasks.KeepMessagesVisible).
     liveness.announce_worker(liveness_keys, profile="cpu", name="pkb-cpu@host")
     for response in pages(client, waiting):
         html = response.content.decode()

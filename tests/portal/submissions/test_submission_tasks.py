@@ -17,7 +17,7 @@ from evaluator.contract import (
     progress_message,
     started_message,
 )
-from evaluator.liveness import DEFAULT_VISIBILITY_TIMEOUT_S as EVALUATOR_VISIBILITY_S
+from evaluator.host.liveness import DEFAULT_VISIBILITY_TIMEOUT_S as EVALUATOR_VISIBILITY_S
 from portal import celery_app
 from portal.submissions import tasks
 from portal.submissions.models import Submission

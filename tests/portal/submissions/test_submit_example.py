@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from evaluator.profiles import PROFILES
+from evaluator.host.profiles import PROFILES
 from portal.accounts.models import Team
 from portal.problems.services import problems_sync
 from portal.submissions.models import Submission

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from evaluator import liveness
+from evaluator.host import liveness
 from portal.submissions import broker
 from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_start, submission_cancel, submissions_sweep

@@ -7,7 +7,7 @@ since the sandbox keeps CUDA_* variables), runs bundle code as a candidate user 
 and has its own scratch folder. This module plans that and writes one environment file per
 worker for the systemd template deploy/systemd/pkb-worker@.service:
 
-    python -m evaluator.hostplan --gpus 8 h200x2 h200x2 h200x4 --out /etc/pkb/workers
+    python -m evaluator.host.hostplan --gpus 8 h200x2 h200x2 h200x4 --out /etc/pkb/workers
 
 Blocks of GPUs are contiguous, so a worker's GPUs sit on one CPU socket where the board
 splits them that way; every pair of GPUs on an NVSwitch board has the same link.
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.profiles import get_profile
+from evaluator.host.profiles import get_profile
 
 DEFAULT_SCRATCH_ROOT = Path("/var/lib/pkb/scratch")
 DEFAULT_USER_PREFIX = "pkb-cand"
@@ -40,7 +40,7 @@ class WorkerSlot:
     scratch_dir: Path
 
     def env(self) -> dict[str, str]:
-        """What evaluator.settings reads for this worker (besides the host's shared file)."""
+        """What evaluator.host.settings reads for this worker (besides the host's shared file)."""
         return {
             "PKB_PROFILE": self.profile,
             "PKB_WORKER_NAME": self.name,
@@ -96,7 +96,7 @@ def visible_devices(env: Mapping[str, str]) -> list[str] | None:
 
 
 def env_file(slot: WorkerSlot) -> str:
-    lines = [f"# Worker {slot.name}: written by python -m evaluator.hostplan"]
+    lines = [f"# Worker {slot.name}: written by python -m evaluator.host.hostplan"]
     lines += [f"{key}={value}" for key, value in slot.env().items()]
     return "\n".join(lines) + "\n"
 
@@ -112,7 +112,7 @@ def write_env_files(slots: Sequence[WorkerSlot], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluator.hostplan", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m evaluator.host.hostplan", description=__doc__)
     parser.add_argument("profiles", nargs="+", help="one hardware profile per worker")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs on this host")
     parser.add_argument("--scratch-root", type=Path, default=DEFAULT_SCRATCH_ROOT)

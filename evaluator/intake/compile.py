@@ -27,9 +27,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from evaluator import sandbox
 from evaluator.contract import cap_log
-from evaluator.pool import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
+from evaluator.host import sandbox
+from evaluator.judge.processes import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
 from evaluator.rank_process import (
     confine_output,
     describe,

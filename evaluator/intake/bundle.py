@@ -9,7 +9,7 @@ land outside its destination.
 
 Every malformed input is a BundleError, never another exception: the archive readers turn
 whatever the stdlib raises on corrupt data into one, and Python sources are measured
-before they are parsed (evaluator/sources.py).
+before they are parsed (evaluator/intake/sources.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from evaluator.sources import MAX_PYTHON_TOKENS, SourceError, parse_python
+from evaluator.intake.sources import MAX_PYTHON_TOKENS, SourceError, parse_python
 
 MAX_BUNDLE_BYTES = 4 * 1024 * 1024
 MAX_MEMBERS = 64

@@ -22,17 +22,17 @@ from typing import Any
 
 import torch
 
-from evaluator import sandbox
-from evaluator.bundle import Bundle
-from evaluator.compile import import_solutions
 from evaluator.contract import ProblemResult
-from evaluator.environment import environment_fingerprint
+from evaluator.host import sandbox
+from evaluator.host.environment import environment_fingerprint
+from evaluator.host.profiles import HardwareProfile
+from evaluator.host.settings import Settings
+from evaluator.intake.bundle import Bundle
+from evaluator.intake.compile import import_solutions
+from evaluator.judge.pool import EvaluatorError, PoolTimeout, RankDied, RankPools
 from evaluator.judge.problem_run import ProblemRun
-from evaluator.pool import EvaluatorError, PoolTimeout, RankDied, RankPools
-from evaluator.profiles import HardwareProfile
 from evaluator.rank_process import NO_MULTICAST
 from evaluator.runtime import EXTENSION_CACHE_ENV
-from evaluator.settings import Settings
 from problems.registry import all_problems
 from problems.spec import Problem
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from evaluator.settings import env_int
+from evaluator.host.settings import env_int
 
 log = logging.getLogger(__name__)
 

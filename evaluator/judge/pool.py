@@ -12,7 +12,6 @@ import json
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import time
 import weakref
@@ -23,19 +22,25 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from evaluator import sandbox
 from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
+from evaluator.host import sandbox
+from evaluator.judge.processes import (
+    DEATH_GRACE_S,
+    KILL_VERIFY_S,
+    how_it_ended,
+    read_log,
+    signal_group,
+    signal_pid,
+    size_of,
+    wait_groups_empty,
+)
 from evaluator.judge.rank import judge_main
 from evaluator.rank_process import RankSetup
 
 log = logging.getLogger(__name__)
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-# How long to wait for a rank's death to become visible after a peer reported an error:
-# a rank that crashes makes its peers' collectives fail, and the crash is the real story.
-DEATH_GRACE_S = 0.5
-KILL_VERIFY_S = 5.0
 POOL_START_TIMEOUT_S = 180.0
 # Judges only finish the reference of the command they were on; they need no deadline of
 # the candidate's size to come to rest.
@@ -113,10 +118,10 @@ class RankPool:
 
     def kill(self) -> None:
         for group in self.groups:
-            _signal_group(group)
+            signal_group(group)
         for proc in self.procs:
             if proc.pid is not None and proc.pid not in self.groups and proc.is_alive():
-                _signal_pid(proc.pid)
+                signal_pid(proc.pid)
         for proc in self.procs:
             proc.join(KILL_VERIFY_S)
             if proc.is_alive():
@@ -182,93 +187,6 @@ def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> N
     for ready in wait(list(sentinels), timeout=DEATH_GRACE_S):
         pool, rank = sentinels[ready]
         raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
-
-
-def how_it_ended(proc: Any) -> str:
-    proc.join(DEATH_GRACE_S)
-    code = proc.exitcode
-    if code is None:
-        return "closed its connection"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with code {code}"
-
-
-def _signal_group(group: int) -> None:
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _signal_pid(pid: int) -> None:
-    # A rank that has not made its own group yet is still in ours: never killpg that one.
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def live_members(groups: list[int]) -> list[int]:
-    """Processes of these process groups that still run (zombies do not count)."""
-    wanted = set(groups)
-    if not wanted:
-        return []
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: ask the kernel about each group instead
-        return [g for g in wanted if _group_exists(g)]
-    return [
-        pid
-        for pid, fields in sandbox.process_stats()
-        if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X")
-    ]
-
-
-def pid_running(pid: int) -> bool:
-    """True if `pid` is a process that still runs (a zombie has stopped running)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return _pid_exists(pid)
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-def _group_exists(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
-    # Polling the kernel's view is the only way to see grandchildren we are not parent of.
-    end = time.monotonic() + timeout_s
-    while True:
-        survivors = live_members(groups)
-        if not survivors or time.monotonic() > end:
-            return survivors
-        for group in groups:
-            _signal_group(group)
-        time.sleep(0.05)
 
 
 class EvaluationStopped(Exception):
@@ -517,10 +435,10 @@ class RankPools:
         for pool in self.all:
             groups = list(pool.groups)
             for group in groups:
-                _signal_group(group)
+                signal_group(group)
             for pid in pool.pids:
                 if pid not in groups:
-                    _signal_pid(pid)
+                    signal_pid(pid)
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
@@ -533,7 +451,7 @@ class RankPools:
         self.sweep_orphans()
 
     def log_marks(self) -> list[int]:
-        return [_size(self.log_path(rank)) for rank in range(self.world_size)]
+        return [size_of(self.log_path(rank)) for rank in range(self.world_size)]
 
     def logs_since(self, marks: list[int]) -> str:
         parts = []
@@ -563,27 +481,3 @@ def _tracker_pid() -> list[int]:
 
 def _is_error(reply: Reply) -> bool:
     return not reply.data.get("ok", False)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def read_log(path: Path, offset: int, limit: int = 64 * 1024) -> str:
-    """What a log gained after `offset`; only its head and tail when that is long."""
-    size = _size(path)
-    if size <= offset:
-        return ""
-    # Never through a link: bundle code must not make the trusted side read another file.
-    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-        f.seek(offset)
-        if size - offset <= 2 * limit:
-            data = f.read()
-        else:
-            head = f.read(limit)
-            f.seek(size - limit)
-            data = head + b"\n...\n" + f.read(limit)
-    return data.decode("utf-8", "replace")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from evaluator.profiles import HardwareProfile
+from evaluator.host.profiles import HardwareProfile
 
 NVIDIA_SMI_TIMEOUT_S = 20.0
 

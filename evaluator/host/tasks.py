@@ -32,8 +32,6 @@ from celery import Celery, bootsteps
 from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
 
-from evaluator import liveness
-from evaluator.bundle import BundleError, read_bundle
 from evaluator.contract import (
     EVALUATE_TASK,
     FINISHED_TASK,
@@ -48,11 +46,13 @@ from evaluator.contract import (
     progress_message,
     started_message,
 )
-from evaluator.liveness import Attempt
-from evaluator.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
-from evaluator.profiles import HardwareProfile, get_profile
-from evaluator.runner import check_sandbox, evaluate_bundle
-from evaluator.settings import Settings, load_settings, redis_url
+from evaluator.host import liveness
+from evaluator.host.liveness import Attempt
+from evaluator.host.profiles import HardwareProfile, get_profile
+from evaluator.host.settings import Settings, load_settings, redis_url
+from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.judge.evaluate import check_sandbox, evaluate_bundle
+from evaluator.judge.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from problems.registry import all_problems
 from problems.spec import Problem
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.hostplan import visible_devices
-from evaluator.profiles import DEFAULT_PROFILE, HardwareProfile, get_profile
-from evaluator.sandbox import Identity, Limits
+from evaluator.host.hostplan import visible_devices
+from evaluator.host.profiles import DEFAULT_PROFILE, HardwareProfile, get_profile
+from evaluator.host.sandbox import Identity, Limits
 from problems.spec import DTYPES, Case
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,128 @@
+"""Processes of the rank pools: how one ended, killing a process group for certain, and
+reading a log a rank wrote (never through a link)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from evaluator.host import sandbox
+
+KILL_VERIFY_S = 5.0
+# How long to wait for a rank's death to become visible after a peer reported an error:
+# a rank that crashes makes its peers' collectives fail, and the crash is the real story.
+DEATH_GRACE_S = 0.5
+
+
+def how_it_ended(proc: Any) -> str:
+    proc.join(DEATH_GRACE_S)
+    code = proc.exitcode
+    if code is None:
+        return "closed its connection"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def signal_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def signal_pid(pid: int) -> None:
+    # A rank that has not made its own group yet is still in ours: never killpg that one.
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def live_members(groups: list[int]) -> list[int]:
+    """Processes of these process groups that still run (zombies do not count)."""
+    wanted = set(groups)
+    if not wanted:
+        return []
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: ask the kernel about each group instead
+        return [g for g in wanted if _group_exists(g)]
+    return [
+        pid
+        for pid, fields in sandbox.process_stats()
+        if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X")
+    ]
+
+
+def pid_running(pid: int) -> bool:
+    """True if `pid` is a process that still runs (a zombie has stopped running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return _pid_exists(pid)
+    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def _group_exists(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_groups_empty(groups: list[int], timeout_s: float) -> list[int]:
+    # Polling the kernel's view is the only way to see grandchildren we are not parent of.
+    end = time.monotonic() + timeout_s
+    while True:
+        survivors = live_members(groups)
+        if not survivors or time.monotonic() > end:
+            return survivors
+        for group in groups:
+            signal_group(group)
+        time.sleep(0.05)
+
+
+def size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def read_log(path: Path, offset: int, limit: int = 64 * 1024) -> str:
+    """What a log gained after `offset`; only its head and tail when that is long."""
+    size = size_of(path)
+    if size <= offset:
+        return ""
+    # Never through a link: bundle code must not make the trusted side read another file.
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+        f.seek(offset)
+        if size - offset <= 2 * limit:
+            data = f.read()
+        else:
+            head = f.read(limit)
+            f.seek(size - limit)
+            data = head + b"\n...\n" + f.read(limit)
+    return data.decode("utf-8", "replace")
