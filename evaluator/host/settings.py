@@ -123,6 +123,9 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
     _check_pinned_devices(env, profile)
     warmup, iters = _TIMING_DEFAULTS.get(profile.backend, _TIMING_DEFAULTS["nccl"])
     rounds = _ROUND_DEFAULTS.get(profile.backend, _ROUND_DEFAULTS["nccl"])
+    for gone in ("PKB_CLOCK_MARGIN_S", "PKB_CLOCK_MARGIN_REL"):
+        if gone in env:
+            log.warning("%s is no longer used: the judge's own clock needs no margin", gone)
     secret, generated = _seed_secret(env)
     return Settings(
         redis_url=redis_url(env),

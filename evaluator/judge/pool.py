@@ -480,4 +480,6 @@ def _tracker_pid() -> list[int]:
 
 
 def _is_error(reply: Reply) -> bool:
-    return not reply.data.get("ok", False)
+    """A rank's error, or a judge reporting its candidate's failure: its peers are likely
+    stuck in a collective the failed rank never joined."""
+    return not reply.data.get("ok", False) or bool(reply.data.get("failure"))

@@ -115,7 +115,10 @@ class ProblemRun:
             self.result.max_abs_err = _finite(failure.max_abs_err)
             self.result.max_rel_err = _finite(failure.max_rel_err)
         finally:
-            if self.restart_candidates:
+            # Bundle code that failed, cheated or tampered may have left its processes in
+            # any state (patched, a reply of its own in the judge's pipe): not for the next
+            # problem.
+            if self.restart_candidates or self.result.status != ProblemStatus.PASSED:
                 self.pools.candidate_failed()
             self.result.log = self.pools.logs_since(marks)
             for done in self.result.cases:

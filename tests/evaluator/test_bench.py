@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from evaluator import bench
+from evaluator.tools import bench
 
 
 def report(speedups: list[float], wall_s: float, *, former: bool = False) -> dict:

@@ -1,13 +1,12 @@
-"""The trusted clock tells time spent in the calls from time the reported calls leave out,
-on real gloo rank processes: about the same sleep per round (1.8 s, 1.5 s), once inside
-the calls (an honest slow solution: reported, not flagged) and once while the harness
-makes the inputs (tests/redteam/attacks.py's sleeper: flagged `clock_mismatch`)."""
+"""The judge's clock holds everything a runner does between the inputs and the outputs, on
+real gloo rank processes: a sleep inside the calls, in a hook on the harness's copy of the
+outputs (after the call returned), and in the harness's reply are all timed, none hidden."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from evaluator.contract import ProblemStatus, ResultFlag
+from evaluator.contract import ProblemStatus
 from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
@@ -16,33 +15,78 @@ from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder
 from tests.redteam import attacks
 
-SLOW = """
+SLEEP_S = 0.3
+
+IN_THE_CALL = f"""
 import time
 import torch.distributed as dist
 
 def solution(x):
-    time.sleep(0.6)
+    time.sleep({SLEEP_S})
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+# The whole work, and the sleep, deferred into the harness's copy of the output: a mode
+# sees every torch call of the process without replacing any attribute (no tripwire).
+IN_THE_COPY = f"""
+import time
+import torch
+import torch.distributed as dist
+from torch.overrides import TorchFunctionMode
+
+class Deferred(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {{}}
+        if getattr(func, "__name__", "") == "copy_" and getattr(args[1], "pkb_lazy", False):
+            with torch._C.DisableTorchFunction():
+                out = args[1].clone()
+                dist.all_reduce(out)
+                time.sleep({SLEEP_S})
+                return func(args[0], out, **kwargs)
+        return func(*args, **kwargs)
+
+Deferred().__enter__()
+
+def solution(x):
+    with torch._C.DisableTorchFunction():
+        out = x.clone()
+    out.pkb_lazy = True
+    return out
+"""
+
+IN_THE_REPLY = f"""
+import time
+import torch.distributed as dist
+from multiprocessing.connection import Connection
+
+_send = Connection.send_bytes
+
+def _slow(self, data, *args):
+    time.sleep({SLEEP_S})
+    return _send(self, data, *args)
+
+Connection.send_bytes = _slow
+
+def solution(x):
     out = x.clone()
     dist.all_reduce(out)
     return out
 """
 
 
-def test_time_inside_the_calls_is_reported_and_time_outside_them_is_flagged():
-    sleeper = next(a for a in attacks.ATTACKS if a.name == "sleeper")
-    files = {"rt-slow.py": SLOW, "rt-sleeper.py": sleeper.source}
-    catalog = {slug: attacks.problem(slug) for slug in ("rt-slow", "rt-sleeper")}
+def test_time_a_runner_spends_anywhere_in_a_round_is_on_the_judges_clock():
+    files = {"rt-call.py": IN_THE_CALL, "rt-copy.py": IN_THE_COPY, "rt-reply.py": IN_THE_REPLY}
+    catalog = {slug: attacks.problem(slug) for slug in ("rt-call", "rt-copy", "rt-reply")}
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "clock-secret-0123456789"}),
         trials=1,
-        warmup=2,
-        iters=2,
+        warmup=1,
+        iters=4,
         rounds=2,
-        timed_checks=2,
-        problem_timeout_s=30,
-        # Well below the sleep of a round (1.8 s in the calls, 1.5 s around them), well
-        # above the harness's own work even on a loaded machine.
-        clock_margin_s=0.5,
+        timed_checks=4,
+        problem_timeout_s=60,
     )
     with reachable_folder("clock") as scratch_dir:
         results, _ = evaluate_bundle(
@@ -53,12 +97,14 @@ def test_time_inside_the_calls_is_reported_and_time_outside_them_is_flagged():
             evaluation_id="clock",
             problems=catalog,
         )
-    slow, sleeper_result = results
-    assert slow.status == ProblemStatus.PASSED and not slow.flags, slow.message
-    assert len(slow.cases[0].rounds) == 2
-    assert all(r["candidate_us"] >= 600_000 for r in slow.cases[0].rounds)
-    assert slow.speedup < 0.1
-    assert sleeper_result.flags == [str(ResultFlag.CLOCK_MISMATCH)], sleeper_result.message
-    # It reported the calls it made honestly: short ones, right outputs.
-    assert sleeper_result.status == ProblemStatus.PASSED
-    assert sleeper_result.cases[0].rounds[0]["candidate_us"] < 100_000
+    in_call, in_copy, in_reply = results
+    for result in (in_call, in_copy):
+        # Right outputs: they pass, and every call's sleep is in its time.
+        assert result.status == ProblemStatus.PASSED, result.message
+        assert len(result.cases[0].rounds) == 2
+        assert all(r["candidate_us"] >= SLEEP_S * 1e6 * 0.9 for r in result.cases[0].rounds)
+        assert result.speedup < 0.1
+    # Patching the pipe trips the wire as well; its sleep (once a round) is timed anyway.
+    assert in_reply.flags == ["tampered"], in_reply.message
+    rounds = in_reply.cases[0].rounds
+    assert all(r["candidate_gross_us"] * 2 >= SLEEP_S * 1e6 * 0.9 for r in rounds)

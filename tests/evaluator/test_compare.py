@@ -4,8 +4,8 @@ import math
 
 import pytest
 import torch
-from evaluator.compare import ForeignValue, compare
 
+from evaluator.judge.compare import ForeignValue, compare
 from problems.spec import Tolerance
 
 TOL = Tolerance(atol=1e-3, rtol=1e-2)

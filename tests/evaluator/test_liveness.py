@@ -18,7 +18,7 @@ from evaluator.contract import FINISHED_TASK, PROGRESS_TASK, STARTED_TASK
 from evaluator.host import liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.tasks import run_evaluation
-from evaluator.judge import pool
+from evaluator.judge import pool, processes
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder
@@ -115,7 +115,7 @@ def test_a_stop_kills_the_ranks_within_seconds_and_sends_no_result(broker):
             time.sleep(1.5)  # long enough for a heartbeat or two at 0.5 s
             broker.set(liveness.stop_key(attempt.evaluation_id), "cancelled")
             seen["stopped_at"] = time.monotonic()
-            seen["pids_alive_at_stop"] = [p for p in pids if pool.pid_running(p)]
+            seen["pids_alive_at_stop"] = [p for p in pids if processes.pid_running(p)]
 
         canceller = threading.Thread(target=cancel_once_ranks_run, daemon=True)
         canceller.start()
@@ -125,7 +125,7 @@ def test_a_stop_kills_the_ranks_within_seconds_and_sends_no_result(broker):
     assert send.returned is None
     assert seen["pids_alive_at_stop"], "the ranks were not running when the stop came"
     assert returned_at - seen["stopped_at"] < STOP_WITHIN_S
-    assert not [p for p in seen["pids"] if pool.pid_running(p)]
+    assert not [p for p in seen["pids"] if processes.pid_running(p)]
     assert FINISHED_TASK not in send.names
     # The ranks' silence is no reason to stop the heartbeats: the watch resends progress.
     assert send.names.count(PROGRESS_TASK) >= 2

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from evaluator.probe import apply_roofline, floor_us
 
 from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultFlag
 from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
 from evaluator.judge.evaluate import peer_bandwidth
+from evaluator.judge.roofline import apply_roofline, floor_us
 
 GBPS = 400.0  # 400 GB/s: 400,000 bytes a microsecond
 

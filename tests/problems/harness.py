@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from evaluator.ranks import plain_output
 
+from evaluator.candidate.arena import describe
 from problems import InputContext, get_problem
 
 SEED = 20261122
@@ -80,7 +80,7 @@ def _rank_main(rank: int, world_size: int, slugs: list[str], rendezvous: str, qu
             output = get_problem(slug).reference(**inputs)
             # The evaluator takes only plain Tensors (or tuples or lists of them) from
             # solutions; a reference must return what a solution may.
-            assert plain_output(output), f"{slug} returns {type(output).__name__}"
+            assert describe(output) is not None, f"{slug} returns {type(output).__name__}"
             outputs[(slug, case.name)] = _to(output, torch.device("cpu"))
     dist.destroy_process_group()
     # Bytes, not tensors: a tensor crosses processes as a shared-memory handle that dies

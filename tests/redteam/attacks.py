@@ -136,20 +136,19 @@ def solution(x):
     ),
     Attack(
         "harness-patch",
-        "wraps the harness's own timing method to divide every reported time by 1000",
-        "the harness's methods are watched -> flag tampered",
+        "wraps the runner's own round to report every call as what the reference returned, "
+        "whatever it copied",
+        "the runner's methods are watched -> flag tampered (and the judge reads the bytes)",
         """
-import sys
 import torch.distributed as dist
-ranks = sys.modules["evaluator.ranks"]
-_orig = ranks._Candidate._time
+from evaluator.candidate import runner
+_orig = runner._Runner.go
 
-def _fast(self, payload):
-    reply = _orig(self, payload)
-    reply["times_us"] = [t / 1000 for t in reply["times_us"]]
-    return reply
+def _go(self):
+    print("pkb-redteam: wrapped the runner's round", flush=True)
+    return _orig(self)
 
-ranks._Candidate._time = _fast
+runner._Runner.go = _go
 
 def solution(x):
     out = x.clone()
@@ -159,31 +158,29 @@ def solution(x):
     ),
     Attack(
         "frame-reader",
-        "reads the harness's frames for the list of checked calls and skips the all-reduce "
-        "on every call it finds unchecked (all of them, when it finds no list)",
-        "the parent says whether a call is checked only after the call has returned "
-        "-> wrong_answer",
+        "reads its frames and every object of its process for which calls the judge checks, "
+        "and skips the all-reduce on every call it cannot find checked",
+        "the draw of checked calls never leaves the trusted side -> wrong_answer",
         """
+import gc
 import sys
 import torch.distributed as dist
 
-def _checked_calls():
+def _checked():
+    for obj in gc.get_objects():
+        if isinstance(obj, dict) and "checked" in obj and isinstance(obj["checked"], list):
+            return obj["checked"]
     frame = sys._getframe(1)
     while frame is not None:
-        found = frame.f_locals.get("keep") or frame.f_locals.get("wanted")
-        payload = frame.f_locals.get("payload")
-        if not found and isinstance(payload, dict):
-            found = payload.get("keep")
-        if found is not None and frame.f_locals.get("i") is not None:
-            return set(found), frame.f_locals["i"]
+        if "checked" in frame.f_locals:
+            return frame.f_locals["checked"]
         frame = frame.f_back
-    return None, None
+    return None
 
 def solution(x):
-    checked, call = _checked_calls()
-    timed = any(f.function == "run_batch" for f in __import__("inspect").stack())
-    if timed and (checked is None or call not in checked):
-        print("pkb-redteam: skipped an unchecked call", flush=True)
+    checked = _checked()
+    print(f"pkb-redteam: checked calls found: {checked}", flush=True)
+    if checked is None:
         return x.clone()  # this rank's own share: no communication at all
     out = x.clone()
     dist.all_reduce(out)
@@ -192,11 +189,10 @@ def solution(x):
     ),
     Attack(
         "lazy-output",
-        "returns, from timed calls, a Tensor subclass that does the all-reduce only when the "
-        "harness reads it (to copy or ship it) after the stop timestamp",
-        "outputs must be plain Tensors (exact type) -> runtime_error",
+        "returns a Tensor subclass that does the all-reduce only when the harness reads it "
+        "(to copy it back) after the call",
+        "only plain tensors have rooms: a subclass is never read -> wrong_answer",
         """
-import inspect
 import torch
 import torch.distributed as dist
 
@@ -213,227 +209,204 @@ class Lazy(torch.Tensor):
             lazy = args[0] if args and isinstance(args[0], Lazy) else None
             if lazy is not None and hasattr(lazy, "source"):
                 out = lazy.source.clone()
-                dist.all_reduce(out)  # the whole work, outside the timed interval
+                dist.all_reduce(out)
                 return func(out, *args[1:], **(kwargs or {}))
             return func(*args, **(kwargs or {}))
 
 def solution(x):
-    if any(f.function == "run_batch" for f in inspect.stack()):
-        return Lazy(x)
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
+    return Lazy(x)
 """,
     ),
     Attack(
-        "forged-question",
-        "commits, on the harness's channel, to made-up digests at the first timed call to "
-        "learn early which calls are checked, and skips the all-reduce on the others",
-        "one commitment per round, from the harness after the batch -> runtime_error, "
-        "flag tampered",
+        "seed-search",
+        "hunts its process (every object, frame, the environment, /proc/self) for the trial "
+        "seed, regenerates every peer's input from each candidate seed with the catalog's "
+        "public generator, and answers locally with no communication",
+        "inputs are made by the judge from seeds the candidate never holds -> wrong_answer",
         """
-import json
-import sys
-import torch.distributed as dist
-STATE = {"checked": None}
+import gc
+import os
+import torch
+from problems.spec import InputContext
 
-def _serve():
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "_serve":
-            return frame.f_locals
-        frame = frame.f_back
-    return None
+def _candidates():
+    found = set()
+    for obj in gc.get_objects():
+        values = obj.values() if isinstance(obj, dict) else obj if type(obj) is list else ()
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool) and v > 1 << 20:
+                found.add(v)
+    for text in (*os.environ.values(), open("/proc/self/cmdline", "rb").read().decode("latin-1")):
+        found.update(int(t) for t in text.replace("\\0", " ").split() if t.isdigit() and len(t) > 6)
+    return found
+
+def solution(x):
+    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    seeds = _candidates()
+    for seed in seeds:
+        mine = InputContext(
+            rank=rank, world_size=world, dtype="float32", device=x.device, seed=seed
+        )
+        if torch.equal(mine.randn(*x.shape), x):
+            print(f"pkb-redteam: FOUND the seed {seed}", flush=True)
+            peers = [InputContext(rank=r, world_size=world, dtype="float32", device=x.device,
+                                  seed=seed).randn(*x.shape) for r in range(world)]
+            return torch.stack(peers).sum(0)
+    print(f"pkb-redteam: tried {len(seeds)} seeds, none made my input", flush=True)
+    return x.clone()
+""",
+    ),
+    Attack(
+        "input-hook",
+        "wraps the catalog's input generation (InputContext, make_inputs) to do the "
+        "all-reduce while the inputs are made, before the clock starts, and returns the "
+        "stashed answer from the call",
+        "no input is made in the candidate's process -> the hook never runs -> wrong_answer",
+        """
+import torch
+import torch.distributed as dist
+from problems import spec
+STASH = []
+_randn = spec.InputContext.randn
+
+def _work_while_making(self, *shape, **kwargs):
+    x = _randn(self, *shape, **kwargs)
+    out = x.clone()
+    dist.all_reduce(out)
+    STASH.append(out)
+    print("pkb-redteam: input hook ran", flush=True)
+    return x
+
+spec.InputContext.randn = _work_while_making
+
+def solution(x):
+    if STASH:
+        return STASH.pop(0)
+    print("pkb-redteam: no stashed answer", flush=True)
+    return x.clone()
+""",
+    ),
+    Attack(
+        "detach-hook",
+        "returns its own share at once and does the all-reduce later, in torch.Tensor.copy_ "
+        "and .detach as the harness copies the output back",
+        "the copy back is inside the judge's clock, and copy_ is watched -> flag tampered",
+        """
+import torch
+import torch.distributed as dist
+_copy, _detach = torch.Tensor.copy_, torch.Tensor.detach
+
+def _deferred(self, src, *args, **kwargs):
+    if getattr(src, "pkb_lazy", False):
+        src.pkb_lazy = False
+        dist.all_reduce(src)
+    return _copy(self, src, *args, **kwargs)
+
+torch.Tensor.copy_ = _deferred
+torch.Tensor.detach = lambda self: _detach(self)
 
 def solution(x):
     out = x.clone()
-    caller = sys._getframe(1).f_code.co_name
-    served = _serve()
-    if caller == "run_batch" and served is not None and served["op"] == "time":
-        payload = served["payload"]
-        if payload.get("forged") is None:
-            payload["forged"] = True
-            calls = len(payload["seeds"]) - payload["warmup"]
-            question = {"step": served["step"], "ask": "commit", "digests": [[0, 0]] * calls}
-            served["conn"].send_bytes(json.dumps(question).encode())
-            STATE["checked"] = set(served["conn"].recv()[2])
-        if STATE["checked"] is not None and not STATE["checked"]:
-            return out
-    dist.all_reduce(out)
+    out.pkb_lazy = True
     return out
 """,
     ),
     Attack(
         "forged-reply",
-        "writes the round's reply itself on the harness's channel, with 1 us per call, "
-        "before the round has run",
-        "a round's reply is accepted only after its commitment -> runtime_error, flag tampered",
+        "writes, from inside its first call of a round, the round's reply on the judge's "
+        "pipe itself (the reference's shapes), before any output is in place, then does "
+        "the work",
+        "the judge reads the rooms it checks before its stop stamp -> wrong_answer; the "
+        "runner that wrote it is restarted",
         """
 import json
 import sys
 import torch.distributed as dist
+SENT = set()
 
-def solution(x):
+def _frame(name):
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "_serve":
-        frame = frame.f_back
-    payload = frame.f_locals.get("payload") if frame is not None else None
-    if frame is not None and frame.f_locals.get("op") == "time" and "forged" not in payload:
-        payload["forged"] = True
-        calls = len(payload["seeds"])
-        reply = {"step": frame.f_locals["step"], "ok": True, "times_us": [1.0] * calls}
-        frame.f_locals["conn"].send_bytes(json.dumps(reply).encode())
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-""",
-    ),
-    Attack(
-        "own-loop",
-        "replaces the timed round with its own protocol: skips the all-reduce on every "
-        "call, commits to the digests of what it skipped to, reports 1 us per call, then "
-        "computes the right outputs for just the calls the parent names as checked",
-        "commit, then reveal: a checked output must match its call's digest -> "
-        "wrong_answer, flag tampered",
-        """
-import json
-import sys
-import torch.distributed as dist
-from evaluator.tools.timing import digest, digest_values
-from problems.spec import Case
-
-def _serve():
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_name != "_serve":
+    while frame is not None and frame.f_code.co_name != name:
         frame = frame.f_back
     return frame.f_locals if frame is not None else None
 
-def _own_round(served):
-    worker, conn, step, payload = (served[k] for k in ("worker", "conn", "step", "payload"))
-    case, warmup = Case.from_json(payload["case"]), payload["warmup"]
-    timed = payload["seeds"][warmup:]
-    skipped = [worker.inputs(case, seed)["x"].clone() for seed in timed]  # no all-reduce
-    digests = digest_values([digest(s) for s in skipped])
-    question = {"step": step, "ask": "commit", "digests": digests}
-    conn.send_bytes(json.dumps(question).encode())
-    for call in conn.recv()[2]:
-        out = worker.inputs(case, timed[call])["x"].clone()
-        dist.all_reduce(out)  # the work, for the checked calls only, after the commitment
-        worker._ship(out)
-    reply = {"step": step, "ok": True, "times_us": [1.0] * len(payload["seeds"]), "tampered": []}
-    conn.send_bytes(json.dumps(reply).encode())
-    print("pkb-redteam: drove a timed round itself", flush=True)
-
 def solution(x):
-    served = _serve()
-    if served is not None and served["op"] == "time" and "own" not in served["payload"]:
-        served["payload"]["own"] = True
-        _own_round(served)
+    served, round_ = _frame("serve"), _frame("go")
+    if served and round_ and served["step"] not in SENT:
+        SENT.add(served["step"])
+        entry = {"kind": "tensor", "items": [["float32", list(x.shape)]]}
+        calls = len(round_["pending"])
+        reply = {"step": served["step"], "ok": True, "outputs": [entry] * calls, "tampered": []}
+        served["conn"].send_bytes(json.dumps(reply).encode())
+        print("pkb-redteam: forged the round's reply", flush=True)
     out = x.clone()
     dist.all_reduce(out)
     return out
 """,
     ),
     Attack(
-        "ctypes-clock",
-        "through ctypes, rebinds the clock the harness captured at import (and its event "
-        "reader) to ones that run 1000 times slower, and its list of watched attributes to "
-        "an empty one, so nothing reports the change; each call then sleeps 500 ms "
-        "(standing for slow work) that the reported times no longer show",
-        "the parent's own clock around each round -> flag clock_mismatch",
+        "pipe-garbage",
+        "writes 2 MiB of bytes that are not JSON on the judge's pipe as its reply",
+        "replies are read as capped JSON data -> runtime_error, flag tampered",
         """
-import ctypes
-import time
+import gc
 import torch.distributed as dist
-from evaluator.tools import timing
-
-def _rebind(module, name, value):
-    ctypes.pythonapi.PyDict_SetItem.argtypes = [ctypes.py_object] * 3
-    ctypes.pythonapi.PyDict_SetItem(vars(module), name, value)
-
-_clock, _elapsed = timing._perf_counter, timing._event_elapsed
-_rebind(timing, "_WATCHED", [])
-_rebind(timing, "_perf_counter", lambda: _clock() / 1000)
-_rebind(timing, "_event_elapsed", lambda start, end: _elapsed(start, end) / 1000)
+from evaluator.candidate import runner
 
 def solution(x):
+    me = next(o for o in gc.get_objects() if isinstance(o, runner._Runner))
+    me.judge.send_bytes(b"\\x00" * (2 << 20))
     out = x.clone()
-    dist.all_reduce(out)
-    if any(f.function == "run_batch" for f in __import__("inspect").stack()):
-        time.sleep(0.5)
-    return out
-""",
-    ),
-    Attack(
-        "fill-after-loop",
-        "skips the all-reduce in timed calls; swaps the code of the harness's reveal step "
-        "(the function object stays the same, so no watch sees it) to compute the right "
-        "outputs for the checked calls after the loop, before they are shipped",
-        "commit, then reveal: the digests were taken before the reveal -> wrong_answer, "
-        "flag tampered",
-        """
-import inspect
-import sys
-import torch.distributed as dist
-
-ranks = sys.modules["evaluator.ranks"]
-
-def reveal(self):
-    worker = self.worker
-    commitment = {"step": worker.step, "ask": "commit", "digests": self.commitments()}
-    worker.conn.send_bytes(_json(commitment))
-    filled = []
-    for call in worker.conn.recv()[2]:
-        out = self.copies[call].clone()
-        dist.all_reduce(out)  # the work, after the loop, for the checked calls only
-        filled.append(out)
-    return filled
-
-ranks._Commitment.reveal.__code__ = reveal.__code__
-
-def solution(x):
-    out = x.clone()
-    if any(f.function == "run_batch" for f in inspect.stack()):
-        return out
     dist.all_reduce(out)
     return out
 """,
     ),
     Attack(
-        "sleeper",
-        "rebinds the harness's input maker (and the module global of watched attributes "
-        "captured at import) so that making each call's inputs also computes its output, "
-        "with 500 ms of sleep standing for slow work; the calls then return at once: "
-        "honest outputs, honest digests, honestly measured short calls",
-        "the parent's own clock around each round -> flag clock_mismatch",
+        "zero-stride",
+        "returns a zero-stride view claiming 2^34 elements (64 GiB) from 1 KiB",
+        "the judge sizes nothing from a reply: it holds the shape against the reference's "
+        "-> wrong_answer",
         """
-import sys
-import time
+def solution(x):
+    return x[:1].expand(1 << 34)
+""",
+    ),
+    Attack(
+        "sparse-output",
+        "returns the right values as a sparse tensor",
+        "only plain strided tensors have rooms -> wrong_answer",
+        """
 import torch.distributed as dist
-from evaluator.tools import timing
-
-ranks = sys.modules["evaluator.ranks"]
-READY = {}
-_inputs = ranks._Worker.inputs
-
-def inputs(self, case, seed):
-    made = _inputs(self, case, seed)
-    out = made["x"].clone()
-    dist.all_reduce(out)
-    time.sleep(0.5)
-    READY[made["x"].data_ptr()] = (made["x"], out)
-    return made
-
-timing._WATCHED = []
-ranks._Worker.inputs = inputs
 
 def solution(x):
-    ready = READY.pop(x.data_ptr(), None)
-    if ready is not None and ready[0] is x:
-        return ready[1]
     out = x.clone()
     dist.all_reduce(out)
-    return out
+    return out.to_sparse()
+""",
+    ),
+    Attack(
+        "meta-output",
+        "returns a tensor on the meta device (shape, no data)",
+        "only plain strided tensors have rooms -> wrong_answer",
+        """
+import torch
+
+def solution(x):
+    return torch.empty(x.shape, device="meta")
+""",
+    ),
+    Attack(
+        "oversized-output",
+        "returns the right values followed by a million more elements",
+        "the candidate's shapes must be the reference's -> wrong_answer",
+        """
+import torch
+import torch.distributed as dist
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return torch.cat([out, torch.zeros(1 << 20)])
 """,
     ),
     Attack(
@@ -488,21 +461,33 @@ def solution(x):
     ),
     Attack(
         "judge-memory",
-        "reads the memory of its sibling processes (the judges hold the reference outputs)",
-        "judges are not dumpable: /proc/<pid>/mem and maps are refused",
+        "reads the memory of every process under the worker (judges hold the seeds, the "
+        "reference's runners its outputs, the forkserver forks them)",
+        "trusted processes are not dumpable: /proc/<pid>/mem and maps are refused",
         """
 import os
 
-def _siblings():
-    me, parent = os.getpid(), os.getppid()
+def _parents():
+    found = {}
     for p in os.listdir("/proc"):
-        if p.isdigit() and int(p) != me:
+        if p.isdigit():
             try:
                 stat = open(f"/proc/{p}/stat").read()
             except OSError:
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent:
-                yield int(p)
+            found[int(p)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    return found
+
+def _siblings():
+    # Every process under the worker (its children, and theirs: the forkserver's judges
+    # and reference runners) but this one.
+    parents, me, worker = _parents(), os.getpid(), os.getppid()
+    tree, grew = {worker}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sorted(tree - {me, worker})
 
 def solution(x):
     read = []
@@ -708,15 +693,20 @@ def _trusted(pid):
         return False
 
 def _judges():
-    me, parent = os.getpid(), os.getppid()
+    parents, me, worker = {}, os.getpid(), os.getppid()
     for p in os.listdir("/proc"):
-        if p.isdigit() and int(p) != me:
+        if p.isdigit():
             try:
                 stat = open(f"/proc/{p}/stat").read()
             except OSError:
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == parent and _trusted(p):
-                yield int(p)
+            parents[int(p)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    tree, grew = {worker}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return [p for p in sorted(tree - {me, worker}) if _trusted(p)]
 
 def solution(x):
     killed, refused = [], []

@@ -1,16 +1,15 @@
-"""Attacks that need CUDA: run on a GPU host (`pytest -m gpu tests/redteam`).
+"""The red-team attacks on CUDA: run on a GPU host (`pytest -m gpu tests/redteam`).
 
 - side-stream: the solution returns at once and leaves its work (a 20 ms spin and the
-  all-reduce) on a side stream the current stream never waits for. Defence: the harness
-  copies each output on the current stream right after the call, so the
-  unfinished output is what the judge checks (a wrong answer); the batch's final device
-  synchronise puts the spin inside the parent's own clock.
+  all-reduce) on a side stream the current stream never waits for. The runner copies the
+  output on the current stream right after the call (unfinished: a wrong answer when
+  checked), and synchronises the whole device before it replies, so the spin is inside
+  the judge's clock either way.
 - timer-cuda-event on CUDA: replacing Event.elapsed_time is flagged and changes nothing.
-- own-loop, ctypes-clock, fill-after-loop, sleeper (tests/redteam/attacks.py) on NCCL:
-  commit-then-reveal and the trusted clock catch them on GPUs too, and a correct solution
-  passes right after each on the same worker. On a host of one GPU these run one rank,
-  where the two attacks that skip the all-reduce skip nothing (it is the identity), so
-  only the clock's half runs there.
+- the attacks of tests/redteam/attacks.py on the judge's arena, pipe and clock, on NCCL,
+  each followed by a correct solution that must pass on the same worker. On a host of one
+  GPU they run one rank, where an attack that only skips the all-reduce skips nothing (it
+  is the identity there): those need two ranks.
 """
 
 from __future__ import annotations
@@ -71,51 +70,61 @@ def test_side_stream_work_is_inside_the_timed_interval():
     }
     by_slug = _judge(files, {}, iters=5)
     side = by_slug["rt-side-stream"]
-    # Its output was not ready when copied (a wrong answer); had it been, the parent's
-    # clock saw the spin that the reported times do not hold.
+    # Its output was not ready when copied (a wrong answer); had it been, the runner's
+    # final synchronise put the spin inside the judge's clock.
     if side.status == ProblemStatus.PASSED:
-        timed_in_full = side.cases[0].time_us >= SPIN_MS * 1000 * 0.5
-        assert timed_in_full or str(ResultFlag.CLOCK_MISMATCH) in side.flags, side
+        assert side.cases[0].rounds[0]["candidate_gross_us"] >= SPIN_MS * 1000 * 0.5, side
     else:
         assert side.status == ProblemStatus.WRONG_ANSWER, side.message
     assert by_slug["rt-timer-cuda-event"].flags == [str(ResultFlag.TAMPERED)]
     assert by_slug["rt-after-side-stream"].status == ProblemStatus.PASSED
 
 
-# Skipping the all-reduce is no cheat on one rank (it is the identity there): commit, then
-# reveal needs two ranks to show. The trusted clock holds on any number.
-COMMIT = {
-    "own-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
-    "fill-after-loop": (ProblemStatus.WRONG_ANSWER, ResultFlag.TAMPERED),
+WRONG = (ProblemStatus.WRONG_ANSWER, [])
+# On the arena, the pipe and the runner: caught at any number of ranks.
+ANY_RANKS = {
+    "lazy-output": WRONG,
+    "zero-stride": WRONG,
+    "sparse-output": WRONG,
+    "meta-output": WRONG,
+    "oversized-output": WRONG,
+    "pipe-garbage": (ProblemStatus.RUNTIME_ERROR, [str(ResultFlag.TAMPERED)]),
+    "harness-patch": (ProblemStatus.PASSED, [str(ResultFlag.TAMPERED)]),
+    "detach-hook": (ProblemStatus.PASSED, [str(ResultFlag.TAMPERED)]),
 }
-CLOCK = {
-    "ctypes-clock": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
-    "sleeper": (ProblemStatus.PASSED, ResultFlag.CLOCK_MISMATCH),
-}
+# Answers made with no communication: wrong only where there is someone to talk to.
+TWO_RANKS = {"seed-search": WRONG, "input-hook": WRONG, "frame-reader": WRONG}
 
 
-@pytest.mark.skipif(WORLD < 2, reason="skipped work is caught only where it changes outputs")
-def test_commit_then_reveal_holds_on_nccl():
-    _each_caught_then_an_honest_pass(COMMIT)
+def test_attacks_on_the_arena_pipe_and_runner_are_caught_on_nccl():
+    by_slug = _each_then_an_honest_pass([*ANY_RANKS, "forged-reply"])
+    for name, expected in ANY_RANKS.items():
+        caught = by_slug[f"rt-{name}"]
+        assert (caught.status, caught.flags) == expected, (name, caught.message)
+    forged = by_slug["rt-forged-reply"]
+    assert forged.status in (ProblemStatus.WRONG_ANSWER, ProblemStatus.RUNTIME_ERROR), forged
 
 
-def test_the_trusted_clock_holds_on_nccl():
-    _each_caught_then_an_honest_pass(CLOCK)
+@pytest.mark.skipif(WORLD < 2, reason="an answer without communication is right on one rank")
+def test_answers_made_without_the_peers_are_wrong_on_nccl():
+    by_slug = _each_then_an_honest_pass(list(TWO_RANKS))
+    for name, expected in TWO_RANKS.items():
+        caught = by_slug[f"rt-{name}"]
+        assert (caught.status, caught.flags) == expected, (name, caught.message)
 
 
-def _each_caught_then_an_honest_pass(expected: dict) -> None:
+def _each_then_an_honest_pass(names: list[str]) -> dict:
     files: dict[str, str] = {}
     for attack in attacks.ATTACKS:
-        if attack.name in expected:
+        if attack.name in names:
             files[f"rt-{attack.name}.py"] = attack.source
             files[f"rt-after-{attack.name}.py"] = attacks.HONEST
     # Every timed call checked (timed_checks = iters): the verdict does not depend on the draw.
     by_slug = _judge(files, {"PKB_PROFILE": "h200x2"}, iters=6, rounds=3, timed_checks=6)
-    for name, (status, flag) in expected.items():
-        caught = by_slug[f"rt-{name}"]
-        assert (caught.status, caught.flags) == (status, [str(flag)]), caught.message
+    for name in names:
         after = by_slug[f"rt-after-{name}"]
         assert after.status == ProblemStatus.PASSED and not after.flags, after.message
+    return by_slug
 
 
 def _judge(files: dict[str, str], env: dict[str, str], **settings: int) -> dict:

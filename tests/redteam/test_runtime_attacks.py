@@ -98,14 +98,16 @@ def shm_before():
 
 @pytest.fixture(scope="module")
 def judge_pids():
-    """Every judge process started while the attacks run (a spy on the pool's start)."""
+    """Every trusted rank process started while the attacks run, and the forkserver they
+    fork from (a spy on the pool's start)."""
     seen: list[int] = []
     original = RankPool.note_ready
 
     def note_ready(self, replies):
         original(self, replies)
-        if self.kind == "judge":
+        if self.kind in ("judge", "reference"):
             seen.extend(self.pids)
+            seen.extend(pid for pid in [_forkserver_pid()] if pid)
 
     RankPool.note_ready = note_ready
     yield seen
@@ -184,66 +186,73 @@ def test_replaying_by_data_pointer_never_passes(evaluated):
     [
         ("timer-perf-counter", "time.perf_counter"),
         ("timer-cuda-event", "Event.elapsed_time"),
-        ("harness-patch", "_Candidate._time"),
+        ("harness-patch", "_Runner.go"),
+        ("detach-hook", "Tensor.copy_"),
     ],
 )
-def test_patching_the_timer_or_harness_is_flagged(evaluated, name, replaced):
+def test_patching_the_clock_or_the_runner_is_flagged(evaluated, name, replaced):
+    """Nothing in the runner decides a number any more: the result is measured and
+    checked as any other (right outputs: passed), and flagged for the patch."""
     r = result(evaluated, name)
     assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
     assert replaced in r.message
-    assert r.status == ProblemStatus.PASSED  # measured with the originals all the same
+    assert r.status == ProblemStatus.PASSED
 
 
-def test_reading_frames_tells_no_call_whether_it_is_checked(evaluated):
+def test_reading_frames_and_objects_finds_no_checked_call(evaluated):
     r = result(evaluated, "frame-reader")
     assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
-    assert "a timed call" in r.message
+    assert "pkb-redteam: checked calls found: None" in r.log
 
 
-def test_a_lazy_tensor_subclass_is_refused(evaluated):
-    r = result(evaluated, "lazy-output")
-    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
-    assert "a timed call returned a Lazy" in r.message
-    assert "tensor subclasses are not accepted" in r.message
+def test_no_seed_is_found_to_make_a_peers_input(evaluated):
+    """The issue's 14x: every rank's input regenerated from the trial seed, no
+    communication. The candidate's process holds no seed to find."""
+    r = result(evaluated, "seed-search")
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert "FOUND the seed" not in r.log and "none made my input" in r.log
+
+
+def test_hooking_input_generation_runs_nothing(evaluated):
+    """The issue's 520x: work done while the harness made the inputs. No input is made
+    in the candidate's process, so the hook never runs and no answer is stashed."""
+    r = result(evaluated, "input-hook")
+    assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert "input hook ran" not in r.log and "no stashed answer" in r.log
 
 
 @pytest.mark.parametrize(
-    "name, why",
+    "name, returned",
     [
-        # The harness's own commitment after the batch is the second one.
-        ("forged-question", "where one commitment was due"),
-        ("forged-reply", "replied before committing to its outputs"),
+        ("lazy-output", "returned a Lazy"),
+        ("zero-stride", "returned float32(17179869184,) where the reference returns float32(256,)"),
+        ("sparse-output", "returned a Tensor where the reference returns float32(256,)"),
+        ("meta-output", "returned a Tensor where the reference returns float32(256,)"),
+        ("oversized-output", "returned float32(1048832,)"),
     ],
 )
-def test_writing_on_the_harness_channel_is_flagged(evaluated, name, why):
-    r = result(evaluated, name)
-    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
-    assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
-    assert why in r.message, text(r)
-    assert "bundle code writing on the harness's channel" in r.message
-
-
-@pytest.mark.parametrize("name", ["own-loop", "fill-after-loop"])
-def test_outputs_filled_in_after_their_commitment_are_flagged(evaluated, name):
-    """Work skipped in the timed calls and done, after the reveal, for the checked calls
-    only: the shipped outputs are right, and not the ones the calls committed to."""
+def test_an_output_that_is_not_the_references_shape_is_a_wrong_answer(evaluated, name, returned):
     r = result(evaluated, name)
     assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
+    assert returned in r.message, text(r)
+
+
+def test_a_reply_forged_on_the_judges_pipe_never_passes(evaluated):
+    """Whether the judge reads the rooms before the runner filled them (a wrong answer)
+    or after (the real reply then comes out of turn: tampered) is a race; either way the
+    attack fails, and its runner is replaced before the next problem."""
+    r = result(evaluated, "forged-reply")
+    assert "pkb-redteam: forged the round's reply" in r.log
+    assert r.status in (ProblemStatus.WRONG_ANSWER, ProblemStatus.RUNTIME_ERROR), text(r)
+    if r.status == ProblemStatus.RUNTIME_ERROR:
+        assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
+
+
+def test_garbage_on_the_judges_pipe_is_flagged(evaluated):
+    r = result(evaluated, "pipe-garbage")
+    assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
     assert r.flags == [str(ResultFlag.TAMPERED)], text(r)
-    assert "is not the one the call committed to" in r.message
-    if name == "own-loop":
-        assert "pkb-redteam: drove a timed round itself" in r.log
-
-
-@pytest.mark.parametrize("name", ["ctypes-clock", "sleeper"])
-def test_time_the_reported_calls_do_not_show_is_a_clock_mismatch(evaluated, name):
-    """Both silence the watch on the harness's attributes (no `tampered`), and report
-    honestly measured or shrunken calls with right outputs: only the parent's own clock
-    around the round tells."""
-    r = result(evaluated, name)
-    assert r.status == ProblemStatus.PASSED, text(r)
-    assert r.flags == [str(ResultFlag.CLOCK_MISMATCH)], text(r)
-    assert "the evaluator saw take" in r.message
+    assert "oversized reply" in r.message and "the harness's pipe" in r.message
 
 
 def test_patching_torch_comparisons_changes_nothing_in_the_judge(evaluated):
@@ -382,4 +391,10 @@ def _ours() -> set[int]:
 
     pids = {p.pid for p in multiprocessing.active_children()}
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return pids | ({tracker} if tracker else set())
+    return pids | {pid for pid in (tracker, _forkserver_pid()) if pid}
+
+
+def _forkserver_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)

@@ -1,0 +1,152 @@
+"""What crosses the trust boundary, on its own: the arena's format, a runner's reply read
+as data, and the statistics of pairs (end to end: tests/redteam)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluator.candidate import arena
+from evaluator.candidate.arena import LayoutError, Slot
+from evaluator.candidate.runner import place
+from evaluator.judge import replies
+from evaluator.judge.replies import Output, ReplyError
+from evaluator.judge.stats import median_interval, round_time
+
+LIMIT = 1 << 20
+
+
+def test_a_slot_from_data_must_lie_inside_the_arena():
+    assert Slot.from_json([256, "float32", [4, 8]], limit=LIMIT) == Slot(256, "float32", (4, 8))
+    for hostile in (
+        [0, "float32", [1 << 40]],  # far past the end
+        [100, "float32", [4]],  # unaligned
+        [-256, "float32", [4]],
+        [0, "object", [4]],
+        [0, "float32", [4] * 9],  # too many dimensions
+        [0, "float32", [-1]],
+        [0.0, "float32", [4]],
+        [True, "float32", [4]],
+        "not a slot",
+    ):
+        with pytest.raises(LayoutError):
+            Slot.from_json(hostile, limit=LIMIT)
+
+
+def test_inputs_go_into_aligned_slots_and_come_back_as_views():
+    base = torch.zeros(LIMIT, dtype=torch.uint8)
+    inputs = {"x": torch.arange(10, dtype=torch.float32), "k": 3, "y": torch.ones(3, 2)}
+    layout, tensors, end = arena.call_layout(inputs, 0)
+    assert layout["k"] == ["value", 3] and end % arena.ALIGN == 0
+    for name, tensor in zip(("x", "y"), tensors, strict=True):
+        arena.view(base, Slot.from_json(layout[name][1], limit=LIMIT)).copy_(tensor)
+    got = arena.call_inputs(base, layout)
+    assert (
+        got["k"] == 3 and torch.equal(got["x"], inputs["x"]) and torch.equal(got["y"], inputs["y"])
+    )
+    got["x"].fill_(7)  # a view: a runner's writes land in the arena
+    assert torch.equal(arena.call_inputs(base, layout)["x"], torch.full((10,), 7.0))
+
+
+class Sub(torch.Tensor):
+    pass
+
+
+class Pair(tuple):
+    pass
+
+
+class FakeTopk(tuple):
+    __module__ = "torch.return_types"
+
+
+@pytest.mark.parametrize(
+    "out, plain",
+    [
+        (torch.ones(2), True),
+        ((torch.ones(2), torch.zeros(1)), True),
+        ([torch.ones(2)], True),
+        (torch.topk(torch.arange(4.0), 2), True),  # torch.return_types.topk
+        (torch.ones(2).expand(5, 2), True),  # zero strides: copied into its room as values
+        (torch.ones(2).as_subclass(Sub), False),
+        ((torch.ones(2).as_subclass(Sub),), False),
+        (Pair((torch.ones(2),)), False),
+        (FakeTopk((torch.ones(2),)), False),
+        (torch.nn.Parameter(torch.ones(2)), False),
+        (torch.ones(2).to_sparse(), False),
+        (torch.empty(2, device="meta"), False),
+        (torch.ones(2, dtype=torch.float32).to(torch.complex64).real, True),
+        (3.0, False),
+    ],
+)
+def test_only_plain_strided_tensors_and_containers_have_slots(out, plain):
+    assert (arena.describe(out) is not None) is plain
+
+
+def reference(kind="tensor", items=(("float32", [4]),), offset=4096, room=4096) -> Output:
+    entry = {"kind": kind, "items": [list(i) for i in items]}
+    return replies.reference_output(entry, offset, room)
+
+
+def test_the_reference_report_gives_slots_inside_its_room():
+    out = reference("tuple", items=(("float32", [4]), ("int64", [2, 3])))
+    assert [s.offset for s in out.slots] == [4096, 4352] and not out.need
+    assert reference(items=(("float32", [2048]),)).need == 8192  # it asks for a larger room
+    for hostile in (
+        {"kind": "tensor", "items": [["float32", [1]], ["float32", [1]]]},
+        {"kind": "generator", "items": []},
+        {"kind": "tensor", "items": [["object", [1]]]},
+        {"kind": "tensor", "items": [["float32", [1 << 62, 1 << 62]]]},
+        {"foreign": "str"},
+    ):
+        with pytest.raises(ReplyError):
+            replies.reference_output(hostile, 4096, 4096)
+
+
+def test_a_candidate_report_is_only_held_against_the_reference():
+    expected = reference()
+    assert replies.mismatch({"kind": "tensor", "items": [["float32", [4]]]}, expected) == ""
+    for entry, why in (
+        ({"kind": "tensor", "items": [["float32", [1 << 40]]]}, "float32(1099511627776,)"),
+        ({"kind": "tuple", "items": [["float32", [4]]]}, "a tuple of (float32(4,))"),
+        ({"kind": "tensor", "items": [["bfloat16", [4]]]}, "bfloat16(4,)"),
+        ({"foreign": "Lazy"}, "returned a Lazy"),
+        ({"kind": "tensor", "items": "x" * 10_000}, "something else"),
+        ({"kind": "tensor", "items": [["float32", [4]]], "device": "meta"}, "on meta"),
+        ({"kind": "tensor", "items": [["float32", [4]]], "need": 1 << 50}, "larger"),
+    ):
+        assert why in replies.mismatch(entry, expected)
+
+
+def test_text_from_a_runner_loses_its_control_characters_and_length():
+    text = replies.clean("\x1b[2J\x1b]0;pwned\x07" + "a" * 1000)
+    assert "\x1b" not in text and "\x07" not in text and len(text) == replies.MAX_TEXT
+    with pytest.raises(ReplyError):
+        replies.tampered({"tampered": "time.perf_counter"})
+    assert replies.tampered({"tampered": ["x"] * 100}) == ["x"] * replies.MAX_TAMPERED
+
+
+def test_a_runner_places_what_fits_and_says_what_does_not():
+    base = torch.zeros(LIMIT, dtype=torch.uint8)
+    assert place(base, torch.ones(4), 4096, 4096) == {"kind": "tensor", "items": [("float32", [4])]}
+    assert torch.equal(arena.view(base, Slot(4096, "float32", (4,))), torch.ones(4))
+    huge = torch.ones(1).expand(1 << 30)  # a zero-stride output of 4 GiB: nothing is copied
+    assert place(base, huge, 4096, 4096)["need"] == 1 << 32
+    assert place(base, torch.ones(2).to_sparse(), 0, 4096) == {"foreign": "Tensor"}
+
+
+def test_a_round_time_is_the_mean_of_the_slowest_rank_per_call():
+    assert round_time([[1.0, 10.0, 1.0], [2.0, 1.0, 1.0]]) == pytest.approx(13 / 3)
+    with pytest.raises(ValueError):
+        round_time([[1.0], [1.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    "n, low, high",
+    [(3, 0, 2), (5, 0, 4), (6, 0, 5), (10, 1, 8), (20, 5, 14)],  # 0-based order statistics
+)
+def test_the_median_interval_is_between_binomial_order_statistics(n, low, high):
+    values = [float(v) for v in range(n)]
+    median, lo, hi = median_interval(values[::-1])
+    assert median == pytest.approx((n - 1) / 2)
+    assert (lo, hi) == (values[low], values[high])
