@@ -57,6 +57,7 @@ class _Runner:
         self.mapped: Any = None  # the arena's mapping (an mmap, or a vmm.Mapping)
         # The prepared round: per call, the function, its arguments and its output room.
         self.pending: list[tuple[Callable[..., Any], dict[str, Any], int, int]] = []
+        self.placed: dict[tuple[int, int], _Placed] = {}  # by room: what last went there
 
     def serve(self) -> None:
         # The copy kernel loads now, not in the first round the judge times.
@@ -105,7 +106,7 @@ class _Runner:
 
     def map(self, export: dict[str, Any], conn: Connection) -> dict[str, Any]:
         fd = reduction.recv_handle(conn)
-        old, self.base, self.pending = self.mapped, None, []
+        old, self.base, self.pending, self.placed = self.mapped, None, [], {}
         if hasattr(old, "release"):  # a GPU arena the judge replaced (a CPU one just goes)
             old.release()
         if export["kind"] == "cpu":
@@ -136,9 +137,13 @@ class _Runner:
 
     def go(self) -> dict[str, Any]:
         """The prepared calls, back to back, each output copied into its room."""
-        base, pending, self.pending = self.base, self.pending, []
+        base, pending, self.pending, placed = self.base, self.pending, [], self.placed
         assert base is not None
-        outputs = [place(base, fn(**kwargs), offset, room) for fn, kwargs, offset, room in pending]
+        outputs = [
+            _again(placed, (offset, room), out) or _place_new(placed, base, out, offset, room)
+            for fn, kwargs, offset, room in pending
+            for out in (fn(**kwargs),)
+        ]
         if self.device.type == "cuda":
             # Every stream of the device: work a solution left on a side stream counts.
             torch.cuda.synchronize(self.device)
@@ -154,6 +159,42 @@ def _echo(base: torch.Tensor, echo: list[Any]) -> Callable[..., Any]:
         return value
 
     return call
+
+
+class _Placed:
+    """A room's last plain tensor output: its views, and the reply entry it gave."""
+
+    def __init__(self, out: torch.Tensor, view: torch.Tensor, entry: dict[str, Any]) -> None:
+        self.type, self.shape, self.dtype, self.device = type(out), out.shape, out.dtype, out.device
+        self.layout, self.view, self.entry = out.layout, view, entry
+
+
+def _again(placed: dict[tuple[int, int], _Placed], room: tuple[int, int], out: Any) -> Any:
+    """The quick path: a plain tensor like the last one that went into this room is copied
+    into the same view (the slow path, `place`, would compute the same slot); None else.
+    Both runners take it alike, so it costs the reference what it costs the candidate."""
+    last = placed.get(room)
+    if (
+        last is None
+        or type(out) is not last.type
+        or out.shape != last.shape
+        or out.dtype != last.dtype
+        or out.device != last.device
+        or out.layout != last.layout
+    ):
+        return None
+    last.view.copy_(out)
+    return last.entry
+
+
+def _place_new(
+    placed: dict[tuple[int, int], _Placed], base: torch.Tensor, out: Any, offset: int, room: int
+) -> dict[str, Any]:
+    entry = place(base, out, offset, room)
+    if type(out) is torch.Tensor and set(entry) == {"kind", "items"}:
+        slot = arena.pack(entry["items"], offset)[0][0]
+        placed[(offset, room)] = _Placed(out, arena.view(base, slot), entry)
+    return entry
 
 
 def place(base: torch.Tensor, out: Any, offset: int, room: int) -> dict[str, Any]:
@@ -183,6 +224,7 @@ for _owner, _name in (
     (arena, "view"),
     (arena, "describe"),
     (sys.modules[__name__], "place"),
+    (sys.modules[__name__], "_again"),
     (rank_process, "reply"),
 ):
     watch(_owner, _name)

@@ -406,7 +406,7 @@ import torch.distributed as dist
 def solution(x):
     out = x.clone()
     dist.all_reduce(out)
-    return torch.cat([out, torch.zeros(1 << 20)])
+    return torch.cat([out, torch.zeros(1 << 20, device=x.device)])
 """,
     ),
     Attack(
