@@ -56,6 +56,9 @@ class RankSetup:
     log_path: str | None = None  # runners only
     env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
     limits: sandbox.Limits | None = None  # candidates only
+    # The CPU cores the rank runs on (empty: any). On GPU hosts with the cores to spare,
+    # a rank's two runners share one core and its judge has another (`cores_for`).
+    cores: tuple[int, ...] = ()
 
 
 def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
@@ -71,12 +74,28 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
         os.environ.update(setup.env)
     if setup.log_path:
         confine_output(setup.log_path)
+    if setup.cores:
+        os.sched_setaffinity(0, set(setup.cores))
     torch.set_num_threads(setup.threads)
     device = init_distributed(setup)
     if setup.limits is not None:
         for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
             print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
     return device
+
+
+def cores_for(kind: str, rank: int, world_size: int, backend: str) -> tuple[int, ...]:
+    """Where a rank runs on a GPU host with two cores a rank to spare besides one for the
+    evaluating process: the reference's and the candidate's runners of a rank on one core
+    (they never run at once; sharing one puts both in the same speed phases of the host,
+    as a probe on one H100 showed), its judge on the next (it polls while a runner works).
+    Elsewhere (CPU hosts: ranks outnumber cores) anywhere. Not enforced: a process may
+    move its own threads (NCCL's and CUDA's do, so a check of every thread's affinity
+    flagged honest code on one H100); a cgroup's cpuset would make it a wall."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if backend != "nccl" or len(cpus) < 2 * world_size + 1:
+        return ()
+    return (cpus[1 + 2 * rank + (kind != "judge")],)
 
 
 def scrub_environment(extra: dict[str, str]) -> None:

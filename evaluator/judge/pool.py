@@ -36,7 +36,7 @@ from evaluator.judge.processes import (
     wait_groups_empty,
 )
 from evaluator.judge.rank import judge_main
-from evaluator.rank_process import RankSetup
+from evaluator.rank_process import RankSetup, cores_for
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +341,8 @@ class RankPools:
                     backend=self.backend,
                     rendezvous=self._rendezvous(kind),
                     peers=peers[rank],
-                    threads=max(1, (os.cpu_count() or 1) // self.world_size),
+                    threads=self._threads(kind),
+                    cores=cores_for(kind, rank, self.world_size, self.backend),
                     log_path=str(self.log_path(rank)) if candidate else None,
                     env=self.candidate_env if candidate else {},
                     limits=self.limits if candidate else None,
@@ -349,6 +350,11 @@ class RankPools:
             )
             for rank in range(self.world_size)
         ]
+
+    def _threads(self, kind: str) -> int:
+        if cores_for(kind, 0, self.world_size, self.backend):
+            return 1
+        return max(1, (os.cpu_count() or 1) // self.world_size)
 
     def _rendezvous(self, kind: str) -> str:
         name = f"rendezvous-{kind}-{self.generation}"

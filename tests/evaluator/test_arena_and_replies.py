@@ -150,3 +150,18 @@ def test_the_median_interval_is_between_binomial_order_statistics(n, low, high):
     median, lo, hi = median_interval(values[::-1])
     assert median == pytest.approx((n - 1) / 2)
     assert (lo, hi) == (values[low], values[high])
+
+
+def test_ranks_are_pinned_only_where_two_cores_a_rank_are_spare(monkeypatch):
+    from evaluator import rank_process
+
+    monkeypatch.setattr(rank_process.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert rank_process.cores_for("judge", 0, 4, "gloo") == ()  # CPU hosts: never
+    cores = {
+        kind: [rank_process.cores_for(kind, r, 4, "nccl") for r in range(4)]
+        for kind in ("judge", "reference", "candidate")
+    }
+    # Core 0 for the evaluating process; a rank's runners share one, its judge another.
+    assert cores["reference"] == cores["candidate"] == [(2,), (4,), (6,), (8,)]
+    assert cores["judge"] == [(1,), (3,), (5,), (7,)]
+    assert rank_process.cores_for("judge", 0, 8, "nccl") == ()  # 17 cores needed
