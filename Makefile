@@ -49,8 +49,9 @@ test: install redis chromium candidate-access
 # Django stubs (settings need debug on to load without a secret).
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
 	portal/leaderboard/selectors \
-	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py evaluator/judge/evaluate.py evaluator/probe.py \
-	evaluator/runtime.py evaluator/host/sandbox.py evaluator/judge/pool.py problems/spec.py
+	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
+	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
+	evaluator/runtime.py evaluator/host/sandbox.py problems/spec.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     return _check(args)
 
 
-def _with_profile(profile: str | None) -> dict[str, str]:
+def with_profile(profile: str | None) -> dict[str, str]:
     """The environment, with --profile in place of PKB_PROFILE: a profile brings its own
     timing defaults (GPU profiles warm up and iterate more than CPU ones)."""
     env = dict(os.environ)
@@ -60,7 +60,7 @@ def _with_profile(profile: str | None) -> dict[str, str]:
 def _check(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        settings = load_settings(_with_profile(args.profile))
+        settings = load_settings(with_profile(args.profile))
     except SettingsError as exc:
         print(f"bad setting: {exc}", file=sys.stderr)
         return 2
@@ -70,7 +70,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.cases:
         profile = dataclasses.replace(profile, case_kind=args.cases)
     try:
-        data = _zip_folder(args.bundle) if args.bundle.is_dir() else args.bundle.read_bytes()
+        data = zip_folder(args.bundle) if args.bundle.is_dir() else args.bundle.read_bytes()
         slugs = [p.slug for p in all_problems()]
         bundle = read_bundle(args.bundle.name, data, known_slugs=slugs)
     except (OSError, BundleError) as exc:
@@ -108,7 +108,7 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if all(r.status == ProblemStatus.PASSED for r in results) else 1
 
 
-def _zip_folder(folder: Path) -> bytes:
+def zip_folder(folder: Path) -> bytes:
     """A folder of sources as the .zip a team would upload (symlinks left out)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -64,7 +64,8 @@ class _Runner:
         torch.zeros(4, device=self.device).copy_(torch.ones(4, device=self.device))
         reply(self.control, {"step": 0, "ok": True, "pid": os.getpid(), "pgid": os.getpgid(0)})
         while True:
-            for conn in wait([self.control, self.judge]):
+            for ready in wait([self.control, self.judge]):
+                conn = self.control if ready is self.control else self.judge
                 try:
                     op, step, payload = conn.recv()
                 except (EOFError, OSError):

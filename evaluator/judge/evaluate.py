@@ -29,8 +29,9 @@ from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import Bundle
 from evaluator.intake.compile import import_solutions
-from evaluator.judge.pool import EvaluatorError, PoolTimeout, RankDied, RankPools
+from evaluator.judge.pool import EvaluatorError, RankPools
 from evaluator.judge.problem_run import ProblemRun
+from evaluator.judge.rank_pool import PoolTimeout, RankDied
 from evaluator.rank_process import NO_MULTICAST
 from evaluator.runtime import EXTENSION_CACHE_ENV
 from problems.registry import all_problems

@@ -8,17 +8,15 @@ the group also kills whatever the rank started.
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
 from multiprocessing import reduction
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -26,167 +24,21 @@ from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
 from evaluator.host import sandbox
 from evaluator.judge.processes import (
-    DEATH_GRACE_S,
-    KILL_VERIFY_S,
-    how_it_ended,
     read_log,
     signal_group,
     signal_pid,
     size_of,
-    wait_groups_empty,
 )
 from evaluator.judge.rank import judge_main
+from evaluator.judge.rank_pool import PoolTimeout, RankDied, RankPool, Reply, gather
 from evaluator.rank_process import RankSetup, cores_for
 
 log = logging.getLogger(__name__)
 
-MAX_REPLY_BYTES = 4 * 1024 * 1024
 POOL_START_TIMEOUT_S = 180.0
 # Judges only finish the reference of the command they were on; they need no deadline of
 # the candidate's size to come to rest.
 SETTLE_S = 60.0
-
-
-@dataclass(frozen=True)
-class Reply:
-    kind: str
-    rank: int
-    data: dict[str, Any]
-
-
-class RankDied(Exception):
-    def __init__(self, kind: str, rank: int, how: str) -> None:
-        super().__init__(f"{kind} rank {rank} {how}")
-        self.kind, self.rank, self.how = kind, rank, how
-
-
-class PoolTimeout(Exception):
-    def __init__(self, replies: list[Reply], pending: list[tuple[str, int]]) -> None:
-        super().__init__(f"no reply from {pending}")
-        self.replies, self.pending = replies, pending
-
-
-class RankPool:
-    """W processes of one kind ("judge", "reference" or "candidate"), rank r at index r."""
-
-    def __init__(self, kind: str, world_size: int) -> None:
-        self.kind = kind
-        self.world_size = world_size
-        self.procs: list[Any] = []
-        self.conns: list[Connection] = []
-        self.groups: list[int] = []  # process groups the ranks reported making
-
-    def launch(self, ctx: Any, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:
-        """Start one process per rank; `args[r]` follow the rank's end of its command pipe."""
-        for rank in range(self.world_size):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(
-                target=target, args=(child_end, *args[rank]), name=f"pkb-{self.kind}-{rank}"
-            )
-            proc.start()
-            child_end.close()
-            self.procs.append(proc)
-            self.conns.append(parent_end)
-
-    def note_ready(self, replies: list[Reply]) -> None:
-        for reply in replies:
-            pid = reply.data.get("pid")
-            if reply.kind == self.kind and pid == self.procs[reply.rank].pid:
-                self.groups.append(int(pid))
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p.pid is not None]
-
-    def send(self, op: str, step: int, payload: Any = None) -> None:
-        for rank, conn in enumerate(self.conns):
-            try:
-                conn.send((op, step, payload))
-            except (BrokenPipeError, ConnectionResetError, EOFError):
-                raise RankDied(self.kind, rank, how_it_ended(self.procs[rank])) from None
-
-    def ask_to_stop(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(("stop", -1, None))
-            except OSError:
-                pass
-
-    def join(self, deadline: float) -> None:
-        for proc in self.procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-
-    def kill(self) -> None:
-        for group in self.groups:
-            signal_group(group)
-        for proc in self.procs:
-            if proc.pid is not None and proc.pid not in self.groups and proc.is_alive():
-                signal_pid(proc.pid)
-        for proc in self.procs:
-            proc.join(KILL_VERIFY_S)
-            if proc.is_alive():
-                log.error("%s rank process %s survived SIGKILL", self.kind, proc.pid)
-        survivors = wait_groups_empty(self.groups, KILL_VERIFY_S)
-        if survivors:
-            log.error("processes %s of %s ranks survived SIGKILL", survivors, self.kind)
-        for conn in self.conns:
-            conn.close()
-        self.procs, self.conns, self.groups = [], [], []
-
-
-def gather(
-    pools: list[RankPool],
-    step: int,
-    timeout_s: float,
-    *,
-    decisive: Callable[[Reply], bool] = lambda reply: False,
-    watched: list[RankPool] = (),  # type: ignore[assignment]
-) -> list[Reply]:
-    """Wait for one reply per rank of `pools` to command `step`.
-
-    Returns early, with the replies so far, when `decisive(reply)`
-    says the rest no longer matters. Raises RankDied when a rank process ends, PoolTimeout
-    at the deadline.
-    """
-    owners = {conn: (pool, rank) for pool in pools for rank, conn in enumerate(pool.conns)}
-    # A rank of a watched pool (the runners a judge drives) that dies ends the wait too.
-    sentinels = {
-        proc.sentinel: (pool, rank)
-        for pool in [*pools, *watched]
-        for rank, proc in enumerate(pool.procs)
-    }
-    pending = dict(owners)
-    replies: list[Reply] = []
-    end = time.monotonic() + timeout_s
-    while pending:
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            raise PoolTimeout(replies, sorted((p.kind, r) for p, r in pending.values()))
-        for ready in wait([*pending, *sentinels], timeout=remaining):
-            if ready in sentinels:
-                pool, rank = sentinels[ready]
-                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
-            if ready not in pending:
-                continue
-            pool, rank = pending[ready]
-            try:
-                data = json.loads(ready.recv_bytes(MAX_REPLY_BYTES))
-            except (EOFError, OSError, ValueError):
-                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
-            if not isinstance(data, dict) or data.get("step") != step:
-                continue  # a stale or forged reply: not an answer to this command
-            replies.append(Reply(pool.kind, rank, data))
-            del pending[ready]
-            if decisive(replies[-1]):
-                _raise_if_a_rank_died(pools, sentinels)
-                return replies
-    return replies
-
-
-def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
-    for ready in wait(list(sentinels), timeout=DEATH_GRACE_S):
-        pool, rank = sentinels[ready]
-        raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
 
 
 class EvaluationStopped(Exception):
@@ -331,7 +183,7 @@ class RankPools:
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
 
-    def _setups(self, kind: str, peers: list[tuple[Connection, ...]]) -> list[tuple[RankSetup]]:
+    def _setups(self, kind: str, peers: Sequence[tuple[Connection, ...]]) -> list[tuple[RankSetup]]:
         candidate = kind == "candidate"
         return [
             (

@@ -22,7 +22,8 @@ from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultF
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.compile import ImportFailure
-from evaluator.judge.pool import PoolTimeout, RankDied, RankPools, Reply
+from evaluator.judge.pool import RankPools
+from evaluator.judge.rank_pool import PoolTimeout, RankDied, Reply
 from evaluator.judge.roofline import apply_roofline
 from evaluator.judge.seeds import trial_seed
 from evaluator.judge.stats import median_interval

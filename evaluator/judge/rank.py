@@ -142,7 +142,7 @@ class _Judge:
             checked = sorted({i % len(seeds) for i in checked})
         stages.append(self.stage(case, seeds))
         refs.append(self.reference_round(case, stages[-1], checked))
-        plans = [[] for _ in stages[:-1]] + [checked]
+        plans: list[list[int]] = [[] for _ in stages[:-1]] + [checked]
         answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "reference_s": refs[-1].seconds}
         answer["harness_s"] = self.tare(stages[-1], refs[-1])
         cands = []

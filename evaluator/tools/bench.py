@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.__main__ import _with_profile, _zip_folder
+from evaluator.__main__ import with_profile, zip_folder
 from evaluator.contract import ProblemResult
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, load_settings
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.update(NO_MULTICAST)
 
-    settings = load_settings(_with_profile(args.profile))
+    settings = load_settings(with_profile(args.profile))
     profile = get_profile(settings.profile)
     if args.cases:
         profile = dataclasses.replace(profile, case_kind=args.cases)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bundle(path: Path) -> Bundle:
-    data = _zip_folder(path) if path.is_dir() else path.read_bytes()
+    data = zip_folder(path) if path.is_dir() else path.read_bytes()
     return read_bundle(path.name + ".zip", data, known_slugs=[p.slug for p in all_problems()])
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import evaluator
-from evaluator.__main__ import _zip_folder
+from evaluator.__main__ import zip_folder
 from evaluator.intake.bundle import read_bundle
 from problems.registry import all_problems, get_problem
 
@@ -28,7 +28,7 @@ COLLECTIVES = {
 
 
 def _bundle():
-    return read_bundle("fast.zip", _zip_folder(FAST), known_slugs=[p.slug for p in all_problems()])
+    return read_bundle("fast.zip", zip_folder(FAST), known_slugs=[p.slug for p in all_problems()])
 
 
 def test_it_reads_as_a_bundle_of_every_collective_and_four_others():

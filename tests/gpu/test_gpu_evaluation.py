@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.__main__ import _zip_folder
+from evaluator.__main__ import zip_folder
 from evaluator.contract import ProblemStatus
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import load_settings
@@ -38,7 +38,7 @@ def _profile(world_size: int, case_kind: str = "dev") -> HardwareProfile:
 
 
 def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None, case_kind="dev"):
-    data = _zip_folder(files) if isinstance(files, Path) else make_zip(files)
+    data = zip_folder(files) if isinstance(files, Path) else make_zip(files)
     bundle = read_bundle("bundle.zip", data, known_slugs=SLUGS)
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "gpu-tests-seed-secret-0123", "PKB_PROFILE": "h200x2"}),

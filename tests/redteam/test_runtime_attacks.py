@@ -26,8 +26,8 @@ from evaluator.host.sandbox import Limits
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.pool import RankPool
 from evaluator.judge.processes import pid_running
+from evaluator.judge.rank_pool import RankPool
 from problems.registry import all_problems
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder
