@@ -4,15 +4,17 @@ It never imports bundle code. For each command of the evaluator it draws the inp
 calls from their seeds (only it holds them), then runs a PAIR of rounds on the same inputs:
 the reference's runner first, then the candidate's. Each round:
 
-    barrier of the judges -> start stamp -> inputs written into the runner's arena ->
-    the runner calls and copies its outputs into their slots -> the judge copies the
-    checked calls' slots -> stop stamp
+    "prepare" (the runner builds views of the arena) -> barrier of the judges ->
+    start stamp -> inputs written into the arena -> "go": the runner calls and copies
+    each output into its room -> the judge copies the checked calls' rooms -> stop stamp
 
-The reference's round says what each call returns (dtypes and shapes, into a room of the
-arena); the candidate's round gets exactly those slots, so what the judge reads back is
-bytes of a size it chose, never a description the candidate wrote. The checked calls'
-outputs of the two rounds are compared here. The parent (`evaluator.judge.problem_run`)
-gets JSON: the two rounds' times, the verdict, and the candidate's failure if any.
+The reference's runner says what each call returned (dtypes and shapes, checked against
+its room); the candidate's report is only compared with it, and the judge reads the
+candidate's bytes at the reference's slots: never a size or place the candidate chose.
+The checked calls' outputs of the two rounds are compared here. A tare round (the
+reference's runner returning the reference's outputs at once) measures the harness. The
+parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the verdict, and the
+candidate's failure if any.
 """
 
 from __future__ import annotations

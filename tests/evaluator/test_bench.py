@@ -1,4 +1,4 @@
-"""`python -m evaluator.bench --spread`: the repeatability table over runs' JSON reports,
+"""`python -m evaluator.tools.bench --spread`: the repeatability table over runs' JSON reports,
 of this evaluator or of the former one (which wrote no `speedup` per case)."""
 
 from __future__ import annotations
