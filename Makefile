@@ -7,7 +7,9 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 
 # `make run` is the embedded development setup: debug on, SQLite and a local Redis
-# unless DATABASE_URL / REDIS_URL say otherwise.
+# unless DATABASE_URL / REDIS_URL say otherwise. Its settings are also kept in .env
+# (debug on, a fresh secret key; made when missing), which honcho and manage.py read, so
+# that manage.py commands work in any shell.
 run: export PKB_DEBUG ?= 1
 run: export PORT := $(PORT)
 
@@ -24,13 +26,17 @@ install: $(BIN)/.installed
 redis:
 	scripts/ensure-redis
 
-migrate: install
+# Never overwritten: delete it to get a new secret key.
+.env:
+	scripts/ensure-env "$(PYTHON)"
+
+migrate: install .env
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py sync_problems
 
 # Web server, the portal's Celery worker (records results; runs the sweeper on a beat),
 # and one evaluator worker that judges bundles on the CPU with gloo.
-run: install redis migrate candidate-access
+run: install .env redis migrate candidate-access
 	@echo "Serving on http://127.0.0.1:$(PORT)/  (Ctrl-C stops everything)"
 	$(BIN)/honcho --procfile Procfile start
 
