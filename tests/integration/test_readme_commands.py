@@ -85,6 +85,7 @@ def test_make_run_serves_the_site_with_its_workers(clean_clone, tmp_path):
         home = _get(f"http://127.0.0.1:{port}/")
         assert home and "PyTorch" in home, "the leaderboard shows the reference baseline"
         assert (clean_clone / "var" / "db.sqlite3").exists(), "SQLite by default"
+        assert "PKB_SECRET_KEY=" in (clean_clone / ".env").read_text(), "for manage.py"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
