@@ -1,9 +1,9 @@
-"""Evaluates a bundle: the trusted orchestration around the two pools of rank processes.
+"""Evaluates a bundle: the trusted orchestration around the three pools of rank processes.
 
-One judge pool and one candidate pool of W ranks each live for the whole bundle and are
-reused across problems and trials; they are restarted only after a failure that may have
-left them wedged (a timeout, a crash, an error inside a collective). The seed secret stays
-in this process: ranks get derived trial seeds only.
+The judges, the reference's runners and the candidate's runners, W ranks each, live for
+the whole bundle and are reused across problems; the candidates are restarted after any
+failure or flag, all three after a failure on the trusted side. The seed secret stays in
+this process: judges get derived trial seeds only, runners none (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ PEER_BANDWIDTH: dict[tuple[str, int], dict[str, float]] = {}
 PROBE_TIMEOUT_S = 120.0
 
 Progress = Callable[[int, int, str], None]
-# Called after each pair of rounds with (problem slug, case name, the pair's numbers):
-# what `evaluator.floor --calibrate` reads to calibrate the trusted clock's margin.
+# Called after each case with (problem slug, case name, one pair's numbers) per pair of
+# rounds: what `python -m evaluator.tools.floor --calibrate` reads (same code, both sides).
 RoundObserver = Callable[[str, str, dict[str, Any]], None]
 
 
