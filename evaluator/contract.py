@@ -59,6 +59,17 @@ class EvaluationOutcome(enum.StrEnum):
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
 
 
+# Control characters but newline and tab, C1 controls included: a message or log from bundle
+# code must not drive a terminal (pkb prints them) or hide text on a page.
+_UNPRINTABLE = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+_UNPRINTABLE[0x0D] = None
+
+
+def printable(text: str) -> str:
+    """`text` with terminal escapes and other control characters made harmless."""
+    return text.translate(_UNPRINTABLE)
+
+
 def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
     """Keep the head and the tail of a long log: the first error and the last words."""
     data = text.encode("utf-8", "replace")
@@ -192,7 +203,8 @@ class ProblemResult:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = str(self.status)
-        data["log"] = cap_log(self.log)
+        data["message"] = printable(self.message)
+        data["log"] = printable(cap_log(self.log))
         return data
 
     @classmethod

@@ -11,6 +11,7 @@ recursion), its tokens counted against a budget and its nesting bounded; only th
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import keyword
 import re
@@ -38,6 +39,7 @@ def parse_python(path: str, data: bytes, *, max_tokens: int) -> tuple[ast.Module
         raise SourceError(
             f"{path} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
+    _check_declared_encoding(path, source)
     nul = source.find("\x00")
     if nul >= 0:
         raise SourceError(f"{path} line {source.count(chr(10), 0, nul) + 1}: contains a NUL byte")
@@ -49,6 +51,31 @@ def parse_python(path: str, data: bytes, *, max_tokens: int) -> tuple[ast.Module
     except (RecursionError, MemoryError):
         # A backstop: _measure_source keeps sources well below where these are raised.
         raise SourceError(f"{path}: too deeply nested or too large to parse") from None
+
+
+# PEP 263: a comment on line 1 or 2 naming the source's encoding.
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def _check_declared_encoding(path: str, source: str) -> None:
+    """Python decodes a file by its coding comment; the site shows it as UTF-8. A file that
+    declares another encoding (utf-7 hides a line in a comment) would run other code than
+    the code people read: refused."""
+    for number, line in enumerate(source.splitlines()[:2], start=1):
+        found = _CODING.match(line)
+        if found:
+            try:
+                name = codecs.lookup(found.group(1)).name
+            except LookupError:
+                name = found.group(1)
+            if name != "utf-8":
+                raise SourceError(
+                    f"{path} line {number}: declares the source encoding {found.group(1)!r}; "
+                    "bundle files are UTF-8 (remove the coding line)"
+                )
+            return
+        if line.strip() and not line.lstrip().startswith("#"):
+            return  # the declaration may only follow a comment or blank line
 
 
 def _measure_source(path: str, source: str, *, max_tokens: int) -> int:

@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evaluator.contract import printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
 
@@ -96,6 +98,12 @@ def _speedup(row: dict) -> str:
     return f"{text} ({low:.2f}–{high:.2f})"
 
 
+def _plain(text: str) -> str:
+    """Text from the site as text: no terminal escapes (results written before the
+    evaluator stripped them), no rich markup."""
+    return escape(printable(text))
+
+
 def _results_table(submission: dict) -> Table:
     table = Table("problem", "status", "speedup", "time", "reference", "roofline", "message")
     for r in submission["results"]:
@@ -107,7 +115,7 @@ def _results_table(submission: dict) -> Table:
             _fmt(r["time_us"], ".1f", " µs"),
             _fmt(r["ref_time_us"], ".1f", " µs"),
             _fmt(r["roofline"], ".0%"),
-            (r["message"] or "").splitlines()[0][:120] if r["message"] else "",
+            _plain((r["message"] or "").splitlines()[0][:120]) if r["message"] else "",
         )
     return table
 
@@ -128,7 +136,7 @@ def _report(submission: dict) -> int:
     status = submission["status"]
     line = f"Submission #{submission['id']} ({submission['bundle_name']}): {status}"
     if submission.get("reason"):
-        line += f": {submission['reason']}"
+        line += f": {_plain(submission['reason'])}"
     if submission.get("disqualified"):
         line += f" (disqualified: {submission.get('disqualification_reason') or 'see the site'})"
     out.print(line)

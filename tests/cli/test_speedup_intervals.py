@@ -42,6 +42,23 @@ def test_the_problem_board_shows_the_median_of_the_runs_with_its_interval(
     assert code == 0 and "1.40x (1.28–1.55)" in out
 
 
+def test_a_message_with_terminal_escapes_is_printed_as_text(
+    capsys, as_alice, alice, team, problems
+):
+    """Results recorded before the evaluator neutralised them may hold raw escapes."""
+    submission = SubmissionFactory(team=team, user=alice, done=True, problems=["all-reduce"])
+    message = "\x1b[2J\x1b]0;pwned\x07[bold]RuntimeError"
+    ProblemResultFactory(
+        submission=submission,
+        problem=problems["all-reduce"],
+        status="runtime_error",
+        message=message,
+    )
+    code, out = run(capsys, "status", str(submission.pk))
+    assert code == 1 and "\x1b" not in out and "\x07" not in out
+    assert "[bold]RuntimeError" in out  # the markup shown as text, not taken as style
+
+
 def test_the_format_itself():
     assert cli._speedup({"speedup": 1.84, "speedup_low": 1.8, "speedup_high": 1.88}) == (
         "1.84x (1.80–1.88)"

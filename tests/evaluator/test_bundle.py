@@ -163,6 +163,33 @@ def test_it_rejects_python_that_is_not_utf8():
     rejects("b.zip", make_zip({"all-reduce.py": b"x = '\xff'\n"}), "all-reduce.py is not valid")
 
 
+@pytest.mark.parametrize(
+    "first_lines",
+    [
+        "# coding: utf-7\n",
+        "#!/usr/bin/env python\n# -*- coding: latin-1 -*-\n",
+        "# vim: set fileencoding=cp1252 :\n",
+        "# coding: no-such-codec\n",
+    ],
+)
+def test_it_rejects_a_source_that_declares_another_encoding(first_lines):
+    """Python would decode it by its coding line (utf-7 hides a line in a comment), the
+    site shows it as UTF-8: the code people read would not be the code that ran."""
+    source = first_lines + "def solution(x):\n    return x\n"
+    rejects("b.zip", make_zip({"all-reduce.py": source}), "declares the source encoding")
+
+
+@pytest.mark.parametrize("declared", ["utf-8", "UTF8", "utf_8"])
+def test_it_accepts_a_utf8_coding_line(declared):
+    source = f"# -*- coding: {declared} -*-\ndef solution(x):\n    return x\n"
+    assert read("b.zip", make_zip({"all-reduce.py": source})).solutions
+
+
+def test_a_coding_word_after_the_first_statement_is_no_declaration():
+    source = "import torch\n# coding: utf-7 is mentioned here\ndef solution(x):\n    return x\n"
+    assert read("b.zip", make_zip({"all-reduce.py": source})).solutions
+
+
 def test_it_reports_syntax_errors_with_file_and_line():
     source = "def solution(x):\n    return x\nx = = 1\n"
     rejects("b.zip", make_zip({"all-reduce.py": source}), "all-reduce.py line 3: invalid syntax")

@@ -68,3 +68,20 @@ def test_a_result_written_before_the_rounds_reads_with_them_empty():
     result = ProblemResult.from_json(data)
     assert result.speedup_low is None and result.speedup_high is None
     assert result.cases[0].speedup is None and result.cases[0].rounds == []
+
+
+def test_messages_and_logs_leave_as_plain_text():
+    """Bundle code's text (an exception's message, its log) reaches pages and terminals:
+    escapes and control characters are neutralised, newlines and tabs kept."""
+    hostile = "\x1b[2J\x1b]0;pwned\x07boom\r\n\tat line 3\x9b31m"
+    result = ProblemResult(
+        slug="all-reduce",
+        status=ProblemStatus.RUNTIME_ERROR,
+        world_size=2,
+        message=hostile,
+        log=hostile,
+    )
+    data = result.to_json()
+    for text in (data["message"], data["log"]):
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text
+        assert "\x9b" not in text and "boom\n\tat line 3" in text
