@@ -61,7 +61,9 @@ class EvaluationOutcome(enum.StrEnum):
 
 # Control characters but newline and tab, C1 controls included: a message or log from bundle
 # code must not drive a terminal (pkb prints them) or hide text on a page.
-_UNPRINTABLE = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+_UNPRINTABLE: dict[int, str | None] = {
+    c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+}
 _UNPRINTABLE[0x0D] = None
 
 

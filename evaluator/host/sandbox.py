@@ -17,9 +17,9 @@ What it gives, each piece independent of the others and all best effort with a l
   Python starts, and fails loudly (exit 70) rather than run bundle code as root;
 - `not_dumpable`: trusted processes (worker, judges) refuse /proc/<pid>/environ and mem
   to processes without CAP_SYS_PTRACE;
-- `Cleanup`: the evaluating process becomes a child subreaper, so a process that a rank
-  detached (double fork, setsid) comes back to it and is killed; /dev/shm entries created
-  during an evaluation are removed.
+- cleanup (`evaluator.host.cleanup`): the evaluating process becomes a child subreaper,
+  so a process that a rank detached (double fork, setsid) comes back to it and is
+  killed; /dev/shm entries created during an evaluation are removed.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +43,6 @@ _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
-_PR_SET_CHILD_SUBREAPER = 36
-SHM_DIR = Path("/dev/shm")
 JAIL_START_TIMEOUT_S = 30.0
 
 # What a process running bundle code keeps of the worker's environment: what toolchains
@@ -130,7 +127,7 @@ def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -202,12 +199,12 @@ def _tasks_now() -> int:
 def not_dumpable() -> None:
     """Hide this process's /proc/<pid>/environ, mem and maps from unprivileged peers."""
     with contextlib.suppress(Exception):
-        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def die_with_parent() -> None:
     with contextlib.suppress(Exception):
-        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 # --- network ---------------------------------------------------------------------------
@@ -391,10 +388,10 @@ def _exec_main(args: list[str]) -> None:
             # First, while still root in the initial namespace: the jail denies setgroups.
             os.setgroups([])
         if join != "-":
-            libc = _libc()
+            lib = libc()
             fds = [os.open(f"/proc/{join}/ns/{ns}", os.O_RDONLY) for ns in ("user", "net")]
             for fd, kind in zip(fds, (_CLONE_NEWUSER, _CLONE_NEWNET), strict=True):
-                if libc.setns(fd, kind) != 0:
+                if lib.setns(fd, kind) != 0:
                     _fail(f"setns: {os.strerror(ctypes.get_errno())}")
                 os.close(fd)
         if ids != "-":
@@ -409,101 +406,6 @@ def _exec_main(args: list[str]) -> None:
         _fail(f"still uid {os.getresuid()}, gid {os.getresgid()}, groups {os.getgroups()}")
     # After the switch, execve clears every capability (the uid is not root in the jail).
     os.execve(python, [python, *rest], scrubbed(os.environ))
-
-
-# --- cleanup ---------------------------------------------------------------------------
-
-
-def become_subreaper() -> bool:
-    """Orphans of our descendants become our children instead of init's."""
-    try:
-        return _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except Exception:
-        return False
-
-
-def process_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, the fields of /proc/<pid>/stat after the command name) of every process.
-
-    The fields start at the state: [0] state, [1] ppid, [2] process group, ..., [19] start
-    time in clock ticks since boot. The name (in parentheses) may hold spaces and
-    parentheses itself, hence the split at the last ")"."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
-
-
-def _children_since(since_ticks: int) -> list[int]:
-    me = os.getpid()
-    return [
-        pid
-        for pid, fields in process_stats()
-        if int(fields[1]) == me and int(fields[19]) >= since_ticks
-    ]
-
-
-def now_ticks() -> int:
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
-
-
-def reap_orphans(*, since_ticks: int, keep: Iterable[int], timeout_s: float = 5.0) -> list[int]:
-    """Kill and reap our children started since `since_ticks` that are not in `keep`.
-
-    With `become_subreaper`, that is whatever bundle code detached from its rank. Repeats
-    until none is left, since a process being killed may have forked once more.
-    """
-    keep = set(keep)
-    killed: list[int] = []
-    end = time.monotonic() + timeout_s
-    while True:
-        orphans = [p for p in _children_since(since_ticks) if p not in keep]
-        if not orphans:
-            return killed
-        for pid in orphans:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)
-            if pid not in killed:
-                killed.append(pid)
-        if time.monotonic() > end:
-            log.error("orphans of bundle code survive SIGKILL: %s", orphans)
-            return killed
-
-
-def shm_entries() -> set[str]:
-    try:
-        return {p.name for p in SHM_DIR.iterdir()}
-    except OSError:
-        return set()
-
-
-def remove_new_shm(
-    before: set[str], *, since: float, identity: Identity | None = None
-) -> list[str]:
-    """Remove /dev/shm entries that were not there before and were made after `since` by
-    bundle code: the candidate user's, or where bundle code runs as this process's user,
-    that user's. Never root's entries when bundle code ran as another user: they belong to
-    the worker or to other processes on the host, which may still use them."""
-    owners = {identity.uid} if identity else {os.getuid()}
-    removed = []
-    for name in shm_entries() - before:
-        path = SHM_DIR / name
-        with contextlib.suppress(OSError):
-            if path.lstat().st_ctime >= since - 1 and path.lstat().st_uid in owners:
-                if path.is_dir() and not path.is_symlink():
-                    import shutil
-
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink()
-                removed.append(name)
-    return removed
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["exec"]:

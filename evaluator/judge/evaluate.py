@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from evaluator.contract import ProblemResult
-from evaluator.host import sandbox
+from evaluator.host import cleanup, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
@@ -84,8 +84,8 @@ def evaluate_bundle(
     # Bundle code must not read this process's environment through /proc, and whatever it
     # detaches (double fork, setsid) must come back here to be killed.
     sandbox.not_dumpable()
-    sandbox.become_subreaper()
-    shm_before, began_at = sandbox.shm_entries(), time.time()
+    cleanup.become_subreaper()
+    shm_before, began_at = cleanup.shm_entries(), time.time()
     try:
         jail, executable = start_sandbox(scratch / "sandbox", settings)
     except sandbox.SandboxError as exc:
@@ -159,7 +159,7 @@ def evaluate_bundle(
         pools.stop()
         if jail is not None:
             jail.close()
-        sandbox.remove_new_shm(shm_before, since=began_at, identity=identity)
+        cleanup.remove_new_shm(shm_before, since=began_at, identity=identity)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
         else:

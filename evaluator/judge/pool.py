@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
-from evaluator.host import sandbox
+from evaluator.host import cleanup, sandbox
 from evaluator.judge.processes import (
     read_log,
     signal_group,
@@ -115,7 +115,7 @@ class RankPools:
         self.executable = executable
         self.protected = set(protected)
         self.identity = identity
-        self.since_ticks = sandbox.now_ticks()
+        self.since_ticks = cleanup.now_ticks()
         self.backend = backend
         self.scratch = scratch
         self.logs = scratch / "logs"
@@ -260,7 +260,7 @@ class RankPools:
         keep = {*self.protected, *_tracker_pid()}
         for pool in self.all:
             keep.update(pool.pids)
-        killed = sandbox.reap_orphans(since_ticks=self.since_ticks, keep=keep)
+        killed = cleanup.reap_orphans(since_ticks=self.since_ticks, keep=keep)
         if killed:
             log.warning("killed %d processes that bundle code left behind", len(killed))
         return killed

@@ -252,7 +252,8 @@ class ProblemRun:
         """One pair on every judge; the slowest rank's times (s) of the two timed rounds,
         and of the reference's runner's harness alone (the tare), and the calls they made
         (the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
-        order = {"case": case.to_json(), "seeds": seeds, "checked": checked, "warmup": warmup}
+        order: dict[str, Any] = {"case": case.to_json(), "seeds": seeds, "checked": checked}
+        order.update(warmup=warmup, tare=timed)
         began = time.monotonic()
         replies = sorted(self._command({"judge": ("pair", order)}), key=lambda r: r.rank)
         # The reference's rounds are not the candidate's time: give them back.

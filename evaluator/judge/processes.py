@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator.host import sandbox
+from evaluator.host import cleanup
 
 KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
@@ -56,7 +56,7 @@ def live_members(groups: list[int]) -> list[int]:
         return [g for g in wanted if _group_exists(g)]
     return [
         pid
-        for pid, fields in sandbox.process_stats()
+        for pid, fields in cleanup.process_stats()
         if len(fields) > 2 and int(fields[2]) in wanted and fields[0] not in ("Z", "X")
     ]
 
@@ -73,18 +73,17 @@ def pid_running(pid: int) -> bool:
 
 
 def _group_exists(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _signal_reaches(os.killpg, group)
 
 
 def _pid_exists(pid: int) -> bool:
+    return _signal_reaches(os.kill, pid)
+
+
+def _signal_reaches(send: Any, target: int) -> bool:
+    """Whether signal 0 finds `target` (one we may not signal still exists)."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

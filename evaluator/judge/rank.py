@@ -113,7 +113,13 @@ class _Judge:
                 return {"ok": True, "bandwidth": measure_peer_bandwidth()}
             if op == "pair":
                 case = Case.from_json(payload["case"])
-                return self.pair(case, payload["seeds"], payload["checked"], payload["warmup"])
+                return self.pair(
+                    case,
+                    payload["seeds"],
+                    payload["checked"],
+                    payload["warmup"],
+                    payload.get("tare", True),
+                )
             raise ValueError(f"unknown command {op!r}")
         except Exception as exc:
             traceback.print_exc()
@@ -131,7 +137,7 @@ class _Judge:
         return self.problem.make_inputs(case, ctx)
 
     def pair(
-        self, case: Case, seeds: list[int], checked: list[int], warmup: list[int]
+        self, case: Case, seeds: list[int], checked: list[int], warmup: list[int], tare: bool
     ) -> dict[str, Any]:
         """The reference's rounds, then the candidate's, on the same inputs: a warm-up
         round (`warmup` seeds, not timed, nothing checked) and the timed one, of as many
@@ -146,7 +152,8 @@ class _Judge:
         refs.append(self.reference_round(case, stages[-1], checked))
         plans: list[list[int]] = [[] for _ in stages[:-1]] + [checked]
         answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "reference_s": refs[-1].seconds}
-        answer["harness_s"] = self.tare(stages[-1], refs[-1])
+        if tare:  # timed pairs only: a trial's times are not kept
+            answer["harness_s"] = self.tare(stages[-1], refs[-1])
         cands = []
         try:
             for staged, ref, plan in zip(stages, refs, plans, strict=True):

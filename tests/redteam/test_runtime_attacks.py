@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.contract import ProblemResult, ProblemStatus, ResultFlag
-from evaluator.host import sandbox
+from evaluator.host import cleanup
 from evaluator.host.profiles import get_profile
 from evaluator.host.sandbox import Limits
 from evaluator.host.settings import load_settings
@@ -93,7 +93,7 @@ def repository_hash():
 
 @pytest.fixture(scope="module")
 def shm_before():
-    return sandbox.shm_entries()
+    return cleanup.shm_entries()
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def judge_pids():
 def started_ticks() -> int:
     """When this module began: children the session started before (a browser driver,
     for one) are not the attacks' leftovers."""
-    return sandbox.now_ticks()
+    return cleanup.now_ticks()
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +361,7 @@ def test_a_detached_daemon_is_killed(evaluated):
 def test_shared_memory_litter_is_removed(evaluated, shm_before):
     r = result(evaluated, "shm-litter")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
-    assert not [n for n in sandbox.shm_entries() - shm_before if n.startswith("pkb-redteam-")]
+    assert not [n for n in cleanup.shm_entries() - shm_before if n.startswith("pkb-redteam-")]
 
 
 def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated, started_ticks):
@@ -381,7 +381,7 @@ def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated, star
         )
     assert results[0].status == ProblemStatus.PASSED, text(results[0])
     assert not results[0].flags
-    assert sandbox.reap_orphans(since_ticks=started_ticks, keep=_ours()) == []
+    assert cleanup.reap_orphans(since_ticks=started_ticks, keep=_ours()) == []
 
 
 def _ours() -> set[int]:
