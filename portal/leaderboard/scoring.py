@@ -1,16 +1,33 @@
 """Scores of one team over a set of problems: pure Python, no database.
 
-The field's headline metrics (KernelBench and its successors):
+The field's headline metrics (KernelBench and its successors), counted beyond noise:
 
-- fast_p: the share of the published problems in scope that the team solved with a speedup
-  over the reference above p. fast_0 is "solved correctly" (a pass without a timing counts),
-  fast_1 "faster than PyTorch + NCCL". Shares are weighted by `Problem.weight`, so an admin
-  can make a hard problem count double; with the default weights (1.0) a share is a count
-  over the total.
-- geomean: the geometric mean of the speedups over the solved problems that have one
-  (unweighted: it describes the kernels, not the scope).
+- fast_p: the share of the published problems in scope that the team solved faster than p
+  times the reference, where "faster" means that the whole 95% interval of the speedup is
+  above p: its lower end is (`Solved.lower`). fast_0 is "solved correctly" (a pass without a
+  timing counts), fast_1 "faster than PyTorch + NCCL". A result without an interval counts
+  by its point speedup: only results of older hosts, which reported none, lack one (the
+  judge reports one with every timed result). Shares are weighted by `Problem.weight`, so
+  an admin can make a hard problem count double; with the default weights (1.0) a share is
+  a count over the total.
+- geomean: the geometric mean of the point speedups (the pooled medians, below) over the
+  solved problems that have one (unweighted: it describes the kernels, not the scope).
 - roofline: the mean fraction of the link limit over the solved problems that report one;
   None on hosts without a measured peer bandwidth (CPU hosts).
+
+Which result counts (portal/leaderboard/selectors/counted.py): per team and problem, the
+team's newest passed, unflagged result at the problem's current version (its newest code),
+with its numbers pooled over every passed, unflagged run of that same code by that team
+(earlier submissions whose code for the problem has the same digest,
+portal/submissions/digests.py, and their re-runs): the speedup and both interval ends are
+the medians over the pool's runs. Why this resists resubmission: counting a team's best
+result over its submissions counts the maximum of noisy draws, which climbs with the
+number of draws (resubmitting an unchanged bundle raised a team's fast_1 from 25% to 38%).
+Resubmitting the same code here only adds draws to a pool whose median does not climb with
+their number; new code starts a new pool and replaces the old one, even when it is slower.
+What it does not stop: a team that changes its code's meaning with every submission gets a
+fresh draw each time (the newest counts alone), as many as its submission quota allows; a
+comment or a reformatting is the same code and earns none.
 
 Ranking order, decided here once for every board: fast_1, then fast_0, then geomean, then
 the earlier time of reaching the score (`Row.reached_at`).
@@ -26,10 +43,19 @@ the earlier time of reaching the score (`Row.reached_at`).
 
 The reference row (speedup 1.0 everywhere: fast_0 = 1, fast_1 = 0) ranks by the same key;
 a team ties with it only by matching it, and then the reference, there first, stays above.
+
+Ties shown where they are: the order above is deterministic, but two teams' scores may not
+be separable within their intervals. Each score has a pessimistic key (`Score.sort_key`'s
+counts with the geomean of the lower ends) and an optimistic one (fast_1 counted on the
+upper ends, the geomean of the upper ends); a team's rank range runs from 1 + the number of
+teams whose pessimistic key beats its optimistic key to the number of teams whose
+optimistic key reaches its pessimistic key (`rank_ranges`). The board shows "2-4" where
+that range has more than one place.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,47 +63,76 @@ from dataclasses import dataclass
 HEADLINE_P = (0, 1, 2)
 CURVE_MAX_P = 4.0
 
+SortKey = tuple[float, float, float]
+
 
 @dataclass(frozen=True)
 class Solved:
-    """One counted (best) result: its speedup (None: passed without a timing) and weight."""
+    """One counted result: its speedup (None: passed without a timing), weight, roofline
+    fraction and the speedup's interval (None: a host that reported none)."""
 
     speedup: float | None
     weight: float = 1.0
     roofline: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def lower(self) -> float | None:
+        """What fast_p counts: the interval's lower end, or the speedup without one."""
+        return self.low if self.low is not None else self.speedup
+
+    @property
+    def upper(self) -> float | None:
+        return self.high if self.high is not None else self.speedup
 
 
-def _above(solved: Solved, p: float) -> bool:
+def _above(solved: Solved, p: float, *, optimistic: bool = False) -> bool:
     if p <= 0:
         return True  # fast_0: correct, timed or not
-    return solved.speedup is not None and solved.speedup > p
+    end = solved.upper if optimistic else solved.lower
+    return end is not None and end > p
+
+
+def _log(value: float | None) -> float:
+    # Interval ends of a timed result are ratios of times: positive. A zero would be a
+    # host's error; it must not raise while a board is built.
+    return math.log(value) if value is not None and value > 0 else math.log(1e-12)
 
 
 @dataclass(frozen=True)
 class Totals:
-    """The sums a `Score` is made of. They add up, so a database can compute them per team
-    and category (`portal.leaderboard.selectors`) and a team's overall score is their sum."""
+    """The sums a `Score` is made of. They add up, so a team's totals per category make its
+    overall score by their sum."""
 
     solved: int = 0
-    faster: int = 0  # speedup over 1
+    faster: int = 0  # lower end over 1
     weights: tuple[float, ...] = (0.0,) * len(HEADLINE_P)  # weight above each HEADLINE_P
     log_sum: float = 0.0  # of the positive speedups, for the geomean
     timed: int = 0  # positive speedups
     roofline_sum: float = 0.0
     rooflines: int = 0
+    # For the rank ranges: weight whose upper end is over 1, and the logs of the ends of
+    # the timed results.
+    faster_weight_high: float = 0.0
+    log_low_sum: float = 0.0
+    log_high_sum: float = 0.0
 
     @classmethod
     def of(cls, results: Sequence[Solved]) -> Totals:
-        timed = [r.speedup for r in results if r.speedup is not None and r.speedup > 0]
+        timed = [r for r in results if r.speedup is not None and r.speedup > 0]
         fractions = [r.roofline for r in results if r.roofline is not None]
         return cls(
             solved=len(results),
             faster=sum(1 for r in results if _above(r, 1)),
             weights=tuple(sum(r.weight for r in results if _above(r, p)) for p in HEADLINE_P),
-            log_sum=sum(map(math.log, timed)),
+            log_sum=sum(_log(r.speedup) for r in timed),
             timed=len(timed),
             roofline_sum=sum(fractions),
             rooflines=len(fractions),
+            faster_weight_high=sum(r.weight for r in results if _above(r, 1, optimistic=True)),
+            log_low_sum=sum(_log(r.lower) for r in timed),
+            log_high_sum=sum(_log(r.upper) for r in timed),
         )
 
     def __add__(self, other: Totals) -> Totals:
@@ -89,6 +144,9 @@ class Totals:
             self.timed + other.timed,
             self.roofline_sum + other.roofline_sum,
             self.rooflines + other.rooflines,
+            self.faster_weight_high + other.faster_weight_high,
+            self.log_low_sum + other.log_low_sum,
+            self.log_high_sum + other.log_high_sum,
         )
 
 
@@ -99,10 +157,14 @@ class Score:
     solved: int
     faster: int  # fast_1 as a count
     fast: tuple[float, ...]  # weighted shares for HEADLINE_P: fast_0, fast_1, fast_2
-    geomean: float | None
+    geomean: float | None  # of the point speedups
     roofline: float | None
     total: int
     total_weight: float
+    # The optimistic and pessimistic bounds of the score (module docstring, ties).
+    fast_1_high: float = 0.0  # fast_1 counted on the intervals' upper ends
+    geomean_low: float | None = None
+    geomean_high: float | None = None
 
     @classmethod
     def of(cls, results: Sequence[Solved], *, total: int, total_weight: float) -> Score:
@@ -110,14 +172,23 @@ class Score:
 
     @classmethod
     def of_totals(cls, totals: Totals, *, total: int, total_weight: float) -> Score:
+        def share(weight: float) -> float:
+            return weight / total_weight if total_weight > 0 else 0.0
+
+        def mean(log_sum: float) -> float | None:
+            return math.exp(log_sum / totals.timed) if totals.timed else None
+
         return cls(
             solved=totals.solved,
             faster=totals.faster,
-            fast=tuple(w / total_weight if total_weight > 0 else 0.0 for w in totals.weights),
-            geomean=math.exp(totals.log_sum / totals.timed) if totals.timed else None,
+            fast=tuple(share(w) for w in totals.weights),
+            geomean=mean(totals.log_sum),
             roofline=totals.roofline_sum / totals.rooflines if totals.rooflines else None,
             total=total,
             total_weight=total_weight,
+            fast_1_high=share(totals.faster_weight_high),
+            geomean_low=mean(totals.log_low_sum),
+            geomean_high=mean(totals.log_high_sum),
         )
 
     @classmethod
@@ -139,9 +210,36 @@ class Score:
     def fast_2(self) -> float:
         return self.fast[2]
 
-    def sort_key(self) -> tuple[float, float, float]:
+    def sort_key(self) -> SortKey:
         """Larger is better; see the module's docstring for the order."""
         return (self.fast_1, self.fast_0, self.geomean or 0.0)
+
+    def pessimistic_key(self) -> SortKey:
+        """The sort key at the intervals' lower ends (fast_1 already counts them)."""
+        return (self.fast_1, self.fast_0, self.geomean_low or 0.0)
+
+    def optimistic_key(self) -> SortKey:
+        """The sort key at the intervals' upper ends."""
+        return (self.fast_1_high, self.fast_0, self.geomean_high or 0.0)
+
+
+def rank_ranges(scores: Sequence[Score]) -> list[tuple[int, int]]:
+    """Each score's (best, worst) possible place among `scores` within their intervals.
+
+    Best: 1 + the number of others whose pessimistic key beats its optimistic key; worst:
+    the number whose optimistic key reaches its pessimistic key (itself included). Both
+    hold the score's place in the order of `sort_key` (which lies between the two keys),
+    whatever the order of ties. O(n log n): two sorted lists and bisections.
+    """
+    pessimistic = sorted(s.pessimistic_key() for s in scores)
+    optimistic = sorted(s.optimistic_key() for s in scores)
+    n = len(scores)
+    ranges = []
+    for score in scores:
+        beaten_by = n - bisect.bisect_right(pessimistic, score.optimistic_key())
+        reached_by = n - bisect.bisect_left(optimistic, score.pessimistic_key())
+        ranges.append((1 + beaten_by, max(reached_by, 1 + beaten_by)))
+    return ranges
 
 
 def fast_p(results: Iterable[Solved], p: float, total_weight: float) -> float:
@@ -153,22 +251,24 @@ def fast_p(results: Iterable[Solved], p: float, total_weight: float) -> float:
 def fast_p_steps(results: Sequence[Solved], total_weight: float) -> list[tuple[float, float]]:
     """The fast_p curve for p in [0, CURVE_MAX_P] as its corners: (p, share) where it drops.
 
-    fast_p is a step function of p that falls at each speedup; the first point is
-    (0, fast_0). An untimed pass counts at p = 0 only, so the curve drops right after 0.
+    fast_p is a step function of p that falls at each counted lower end (`Solved.lower`);
+    the first point is (0, fast_0). An untimed pass counts at p = 0 only, so the curve drops
+    right after 0.
     """
     if total_weight <= 0:
         return [(0.0, 0.0)]
     remaining = sum(r.weight for r in results)
     steps = [(0.0, remaining / total_weight)]
-    # Walk the speedups upwards once: at p = s, every result of speedup s stops counting.
-    by_speedup: dict[float, float] = {}
+    # Walk the lower ends upwards once: at p = s, every result of lower end s stops counting.
+    by_end: dict[float, float] = {}
     for r in results:
-        key = max(r.speedup, 0.0) if r.speedup is not None else 0.0
-        by_speedup[key] = by_speedup.get(key, 0.0) + r.weight
-    for p in sorted(by_speedup):
+        end = r.lower
+        key = max(end, 0.0) if end is not None else 0.0
+        by_end[key] = by_end.get(key, 0.0) + r.weight
+    for p in sorted(by_end):
         if p >= CURVE_MAX_P:
             break
-        remaining -= by_speedup[p]
+        remaining -= by_end[p]
         share = round(max(remaining, 0.0) / total_weight, 12)  # no 1e-17 left by subtraction
         if share != steps[-1][1]:
             steps.append((p, share))

@@ -130,6 +130,10 @@ class Submission(models.Model):
         ),
     )
 
+    # {slug: digest of the code the problem runs} (portal/submissions/digests.py), taken
+    # when the bundle is stored: runs of the same code pool on the boards.
+    code_digests = models.JSONField(default=dict, blank=True)
+
     objects = SubmissionQuerySet.as_manager()
 
     class Meta:
@@ -242,6 +246,9 @@ class ProblemResult(models.Model):
     # Judged runs at this result's problem version (1 until a re-run for the ranking): the
     # numbers above are their medians (services/reruns.py).
     run_count = models.PositiveIntegerField(default=1)
+    # Its submission's `code_digests[slug]`, copied when the result is recorded so that the
+    # boards group by it in SQL; empty: code that pools with no other (counts alone).
+    code_digest = models.CharField(max_length=64, blank=True)
 
     objects = ProblemResultQuerySet.as_manager()
 

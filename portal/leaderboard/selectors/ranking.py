@@ -1,4 +1,4 @@
-"""One problem's ranking: every team's best result on it, and the examples' beside it."""
+"""One problem's ranking: every team's counted result on it, and the examples' beside it."""
 
 from __future__ import annotations
 
@@ -6,29 +6,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from django.db.models import Case, F, When, Window
-from django.db.models.functions import RowNumber
-
+from portal.leaderboard.selectors.counted import counted_query, counted_results
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult
-
-# Columns of a ranking row, after the one the results are grouped by.
-_COLUMNS = (
-    "speedup",
-    "time_us",
-    "ref_time_us",
-    "roofline",
-    "submission__finished_at",
-    "speedup_low",
-    "speedup_high",
-    "run_count",
-    "submission_id",
-)
 
 
 @dataclass(frozen=True)
 class ProblemRow:
-    """One team's best result on one problem."""
+    """One team's counted result on one problem."""
 
     rank: int
     team_name: str
@@ -40,13 +24,13 @@ class ProblemRow:
     reached_at: datetime | None
     speedup_low: float | None = None  # the speedup's interval, when the host reported one
     speedup_high: float | None = None
-    run_count: int = 1  # judged runs the numbers are the medians of
-    submission_id: int | None = None
+    run_count: int = 1  # judged runs of the code the numbers are the medians of
+    submission_id: int | None = None  # the newest submission of the code
 
 
 @dataclass(frozen=True)
 class ExampleRow:
-    """An example's best result on one problem: shown beside the ranking, never ranked."""
+    """An example's counted result on one problem: shown beside the ranking, never ranked."""
 
     label: str
     speedup: float | None
@@ -81,50 +65,44 @@ class ProblemBoard:
 
 
 def problem_board(*, problem: Problem, profile: str) -> ProblemBoard:
-    """Every team's best passed, unflagged result on one problem, fastest first, and each
-    example's (by label) beside them; one query.
+    """Every team's counted result on one problem (its newest code's, pooled over its runs:
+    selectors/counted.py), fastest first, and each example's (by label) beside them; one
+    query, two when some counted result was re-run.
 
     Among equal speedups the team that got there first ranks higher, as on the leaderboard.
     """
-    order = [
-        F("speedup").desc(nulls_last=True),
-        F("submission__finished_at").asc(),
-        F("id").asc(),
-    ]
-    # One group per team and one per example label (the team NULL for examples).
-    team = Case(When(submission__example_label="", then=F("submission__team_id")))
-    best = (
-        ProblemResult.objects.judged(profile=profile)
-        .passed()
-        .unflagged()
-        .filter(problem=problem)
-        .annotate(
-            place=Window(
-                RowNumber(),
-                partition_by=[team, F("submission__example_label")],
-                order_by=order,
-            )
-        )
-        .filter(place=1)
-        .order_by(*order)
-        .values_list(
-            "submission__example_label",
-            "submission__team__name",
-            "submission__team__slug",
-            *_COLUMNS,
-        )
+    results = counted_query(profile=profile).filter(problem=problem)
+    entries = sorted(
+        counted_results(results),
+        key=lambda c: (
+            _place(c.speedup),
+            c.reached_at.timestamp() if c.reached_at else 0.0,
+            c.submission_id,
+        ),
     )
     board = ProblemBoard()
-    for label, name, slug, *columns in best:
-        if label:
-            board.examples.append(ExampleRow(label, *columns))
+    for c in entries:
+        columns = (
+            c.speedup,
+            c.time_us,
+            c.ref_time_us,
+            c.roofline,
+            c.reached_at,
+            c.speedup_low,
+            c.speedup_high,
+            c.run_count,
+            c.submission_id,
+        )
+        if c.team_id is None:
+            board.examples.append(ExampleRow(c.label, *columns))
         else:
-            board.ranking.append(ProblemRow(len(board.ranking) + 1, name, slug, *columns))
+            row = ProblemRow(len(board.ranking) + 1, c.team_name, c.team_slug, *columns)
+            board.ranking.append(row)
     return board
 
 
 def problem_ranking(*, problem: Problem, profile: str) -> list[ProblemRow]:
-    """Every team's best passed, unflagged result on one problem, fastest first; one query."""
+    """Every team's counted result on one problem, fastest first."""
     return problem_board(problem=problem, profile=profile).ranking
 
 

@@ -1,23 +1,31 @@
-"""A team's standing (best results, score, history of fast_1) and its submissions."""
+"""A team's standing (counted results, score, history of fast_1) and its submissions."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, Q
 
 from portal.accounts.models import Team
-from portal.leaderboard.scoring import Score, Solved, fast_p_steps
+from portal.leaderboard.scoring import Score, Solved, fast_p, fast_p_steps
 from portal.leaderboard.selectors.board import CategoryColumn, _columns, _runs_on, leaderboard
+from portal.leaderboard.selectors.counted import (
+    NUMBERS,
+    Draw,
+    code_key,
+    draws_of,
+    pooled,
+    runs_of,
+)
 from portal.problems.models import Category, Problem
 from portal.submissions.models import ProblemResult, Submission
 
 
 @dataclass(frozen=True)
 class TeamBest:
-    """A team's best counted result on one problem."""
+    """A team's counted result on one problem: its newest code's, pooled over its runs."""
 
     slug: str
     title: str
@@ -28,6 +36,7 @@ class TeamBest:
     reached_at: datetime
     speedup_low: float | None = None
     speedup_high: float | None = None
+    run_count: int = 1  # runs of the code the numbers are the medians of
 
     @property
     def category_label(self) -> str:
@@ -41,22 +50,41 @@ class TeamStanding:
     profile: str
     score: Score
     categories: list[tuple[CategoryColumn, Score]]  # categories the team has solved in
-    best: list[TeamBest]  # in catalog order
+    best: list[TeamBest]  # counted results, in catalog order
     fast_1_history: list[tuple[datetime, float]]  # (when, fast_1 after that submission)
     curve: list[tuple[float, float]]
     rank: int | None
     teams: int
+    rank_range: str | None = None  # "2-4" where the score is not separable from others'
 
 
-def _is_better(new: float | None, old: float | None) -> bool:
-    return (new if new is not None else float("-inf")) > (old if old is not None else float("-inf"))
+@dataclass
+class _Pool:
+    """A team's results on one problem so far, for the walk through its history."""
+
+    members: list[tuple] = field(default_factory=list)  # (created, sid, code, finished, draws)
+
+    def counted(self) -> tuple[Draw, int, datetime | None]:
+        """The pooled numbers of the newest code, its run count, when it first finished."""
+        newest = max(self.members, key=lambda m: (m[0], m[1]))
+        pool = [m for m in self.members if m[2] == newest[2]]
+        draws = [d for m in pool for d in m[4]]
+        finished = [m[3] for m in pool if m[3] is not None]
+        return pooled(draws), len(draws), min(finished, default=None)
+
+
+def _solved(numbers: Draw, weight: float) -> Solved:
+    speedup, low, high, roofline = numbers[:4]
+    return Solved(speedup, weight, roofline, low, high)
 
 
 def team_standing(*, team: Team, profile: str) -> TeamStanding:
-    """Best results, scores and the fast_1 history of one team; three or five queries.
+    """Counted results, scores and the fast_1 history of one team; three to six queries.
 
-    The history is scored against today's published problems and weights, so its last
-    point is the team's fast_1 on the board.
+    The counted result per problem follows the boards' rule (selectors/counted.py): the
+    newest code's, pooled over its runs. The history applies that rule after each
+    submission, scored against today's published problems and weights, so its last point
+    is the team's fast_1 on the board.
     """
     published = [
         row[:-1]
@@ -66,43 +94,50 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
         if _runs_on(row[-1], profile)
     ]
     problems = {pid: (slug, title, cat, weight) for pid, slug, title, cat, weight in published}
-    results = (
+    results = list(
         ProblemResult.objects.counted(profile=profile)
         .passed()
         .unflagged()
         .filter(submission__team=team, problem_id__in=list(problems))
         .order_by("submission__finished_at", "id")
         .values_list(
+            "id",
             "problem_id",
-            "speedup",
-            "time_us",
-            "roofline",
+            "code_digest",
+            "submission_id",
+            "submission__created_at",
             "submission__finished_at",
-            "speedup_low",
-            "speedup_high",
+            "run_count",
+            *NUMBERS,
         )
     )
+    rerun = [row[0] for row in results if row[6] > 1]
+    runs = runs_of(rerun) if rerun else {}
     total_weight = sum(w for *_, w in published)
-    best: dict[int, tuple] = {}  # TeamBest's fields from the speedup on
+    pools: dict[int, _Pool] = defaultdict(_Pool)
+    counted: dict[int, tuple[Draw, int, datetime | None]] = {}
     history: list[tuple[datetime, float]] = []
-    for problem_id, speedup, time_us, roofline, finished_at, low, high in results:
+    for rid, problem_id, digest, sid, created, finished_at, run_count, *numbers in results:
         if finished_at is None:  # never for a finished submission; keeps the types honest
             continue
-        if problem_id not in best or _is_better(speedup, best[problem_id][0]):
-            best[problem_id] = (speedup, time_us, roofline, finished_at, low, high)
-        fast_1 = sum(problems[p][3] for p, b in best.items() if b[0] is not None and b[0] > 1)
-        share = fast_1 / total_weight if total_weight else 0.0
+        draws = draws_of(rid, tuple(numbers), run_count, runs)
+        pools[problem_id].members.append((created, sid, code_key(digest, sid), finished_at, draws))
+        counted[problem_id] = pools[problem_id].counted()
+        share = fast_p(
+            (_solved(n, problems[p][3]) for p, (n, _, _) in counted.items()), 1, total_weight
+        )
         if history and history[-1][0] == finished_at:
             history[-1] = (finished_at, share)  # one point per submission
         elif not history or history[-1][1] != share:
             history.append((finished_at, share))
 
-    solved = {pid: Solved(b[0], problems[pid][3], b[2]) for pid, b in best.items()}
+    solved = {pid: _solved(n, problems[pid][3]) for pid, (n, _, _) in counted.items()}
     board = leaderboard(profile=profile)
     columns = _columns([(pid, cat, w) for pid, _, _, cat, w in published])
     by_category: dict[str, list[Solved]] = defaultdict(list)
     for pid, item in solved.items():
         by_category[problems[pid][2]].append(item)
+    row = next((r for r in board.rows if r.team_slug == team.slug and r.rank), None)
     return TeamStanding(
         profile=profile,
         score=Score.of(list(solved.values()), total=len(published), total_weight=total_weight),
@@ -112,14 +147,28 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
             if by_category[c.value]
         ],
         best=[
-            TeamBest(slug, title, cat, *best[pid])
+            TeamBest(
+                slug,
+                title,
+                cat,
+                speedup=n[0],
+                time_us=n[4],
+                roofline=n[3],
+                reached_at=reached,
+                speedup_low=n[1],
+                speedup_high=n[2],
+                run_count=count,
+            )
             for pid, (slug, title, cat, _) in problems.items()
-            if pid in best
+            if pid in counted
+            for n, count, reached in [counted[pid]]
+            if reached is not None
         ],
         fast_1_history=history,
         curve=fast_p_steps(list(solved.values()), total_weight),
-        rank=next((r.rank for r in board.rows if r.team_slug == team.slug and r.rank), None),
+        rank=row.rank if row else None,
         teams=board.teams,
+        rank_range=row.rank_range if row else None,
     )
 
 

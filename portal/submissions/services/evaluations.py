@@ -95,6 +95,11 @@ def _judged_version(submission: Submission, problem: Problem) -> int:
     return version if isinstance(version, int) and version > 0 else problem.version
 
 
+def _code_digest(submission: Submission, slug: str) -> str:
+    digest = (submission.code_digests or {}).get(slug)
+    return digest if isinstance(digest, str) else ""
+
+
 def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list[ProblemResult]:
     wanted = set(submission.problems)
     problems = Problem.objects.in_bulk(
@@ -110,6 +115,7 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
             submission=submission,
             problem=problem,
             problem_version=_judged_version(submission, problem),
+            code_digest=_code_digest(submission, problem.slug),
             **reported_fields(result),
         )
     return list(rows.values())

@@ -20,6 +20,7 @@ from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions import broker
+from portal.submissions.digests import code_digests
 from portal.submissions.models import EXAMPLE_LABEL_MAX, ProblemResult, Submission
 from portal.submissions.selectors import team_submission_quota
 
@@ -152,6 +153,7 @@ def submission_create(*, user: User, upload: UploadedFile, example_label: str = 
         bundle_sha256=hashlib.sha256(data).hexdigest(),
         profile=profile,
         problems=sorted(bundle.solutions),
+        code_digests=code_digests(bundle),
         status=Submission.Status.QUEUED,
         queued_at=timezone.now(),
         example_label=example_label,

@@ -16,8 +16,13 @@ pytestmark = pytest.mark.django_db
 T0 = timezone.now() - timedelta(days=1)
 
 
-def submit(team, results: dict, *, minutes: int = 0, profile: str = "cpu", **kwargs):
-    """One finished submission of `team` with {problem: speedup or a failing status}."""
+def submit(
+    team, results: dict, *, minutes: int = 0, profile: str = "cpu", code: str = "", **kwargs
+):
+    """One finished submission of `team` with {problem: speedup or a failing status}.
+
+    `code` names the code of its problems (ProblemResult.code_digest): submissions of the
+    same name pool; without one each submission's code is its own."""
     submission = SubmissionFactory(
         team=team,
         done=True,
@@ -29,10 +34,16 @@ def submit(team, results: dict, *, minutes: int = 0, profile: str = "cpu", **kwa
     for problem, outcome in results.items():
         if isinstance(outcome, str):
             ProblemResultFactory(
-                submission=submission, problem=problem, status=outcome, speedup=None
+                submission=submission,
+                problem=problem,
+                status=outcome,
+                speedup=None,
+                code_digest=code,
             )
         else:
-            ProblemResultFactory(submission=submission, problem=problem, speedup=outcome)
+            ProblemResultFactory(
+                submission=submission, problem=problem, speedup=outcome, code_digest=code
+            )
     return submission
 
 
@@ -104,14 +115,16 @@ def test_rows_carry_fast_2_and_a_fast_p_curve(p):
     assert "<svg" in row.curve_svg and "fast_1 67%" in row.curve_svg
 
 
-def test_a_teams_best_result_per_problem_counts(p):
+def test_a_teams_newest_passed_result_per_problem_counts_even_when_slower(p):
+    # Each factory submission is other code (no digest): the newest pass replaces the
+    # older one; a later failure replaces nothing.
     team = TeamFactory(name="A")
     submit(team, {p["all-reduce"]: 1.2, p["all-gather"]: "wrong_answer"}, minutes=1)
     submit(team, {p["all-reduce"]: 0.8, p["all-gather"]: 3.0}, minutes=2)
     submit(team, {p["all-reduce"]: "runtime_error", p["all-gather"]: "timeout"}, minutes=3)
     [row] = teams_only(leaderboard_rows(profile="cpu"))
-    assert (row.score.solved, row.score.faster) == (2, 2)
-    assert row.score.geomean == pytest.approx((1.2 * 3.0) ** 0.5)
+    assert (row.score.solved, row.score.faster) == (2, 1)
+    assert row.score.geomean == pytest.approx((0.8 * 3.0) ** 0.5)
     assert row.reached_at == T0 + timedelta(minutes=2)
 
 
@@ -128,8 +141,8 @@ def test_a_tie_goes_to_the_team_that_got_there_first(p):
     late, early = TeamFactory(name="Late"), TeamFactory(name="Early")
     submit(late, {p["all-reduce"]: 2.0}, minutes=10)
     submit(early, {p["all-reduce"]: 1.0}, minutes=1)
-    submit(early, {p["all-reduce"]: 2.0}, minutes=5)  # its last improvement
-    submit(early, {p["all-reduce"]: 2.0}, minutes=20)  # equal, not an improvement
+    submit(early, {p["all-reduce"]: 2.0}, minutes=5, code="v2")  # its counted code's first
+    submit(early, {p["all-reduce"]: 2.0}, minutes=20, code="v2")  # the same code, pooled
     rows = leaderboard_rows(profile="cpu")
     assert [(r.rank, r.team_name) for r in teams_only(rows)] == [(1, "Early"), (2, "Late")]
     assert rows[0].reached_at == T0 + timedelta(minutes=5)
@@ -261,7 +274,7 @@ def test_the_query_count_does_not_grow_with_teams(p, teams, django_assert_num_qu
         flagged(team, p["tp-linear"], speedup=30.0, minutes=i + 2)
     assert ProblemResult.objects.count() == 5 * teams
     freshness.forget()
-    with django_assert_num_queries(4):  # version, problems, best results, team names
+    with django_assert_num_queries(3):  # version, problems, counted results
         rows = leaderboard_rows(profile="cpu")
     assert len(rows) == teams + 1
     assert all(r.score.solved == 2 for r in rows if not r.is_baseline)

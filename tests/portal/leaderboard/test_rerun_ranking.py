@@ -72,7 +72,9 @@ def test_the_board_ranks_by_the_median_of_the_judged_runs(entries, problems):
     assert ranked_teams(problems) == ["charlie-ltd", "alices-kernels", "doras-collectives"]
     row = problem_ranking(problem=problems["all-reduce"], profile="cpu")[1]
     assert (row.speedup, row.run_count) == (1.3, 3)
-    assert (row.speedup_low, row.speedup_high) == (1.15, 2.05)
+    # The ends count as the medians of the runs' ends (the submission's page shows their
+    # envelope, 1.15-2.05): what the boards count.
+    assert (row.speedup_low, row.speedup_high) == (1.25, 1.35)
     board = {r.team_slug: r for r in leaderboard_rows(profile="cpu") if not r.is_baseline}
     assert board["charlie-ltd"].rank == 1 and board["alices-kernels"].rank == 2
     assert board["alices-kernels"].score.geomean == pytest.approx(1.3)
