@@ -176,7 +176,14 @@ class CaseResult:
     speedup: float | None = None
     speedup_low: float | None = None
     speedup_high: float | None = None
-    rounds: list[dict[str, float]] = field(default_factory=list)  # reference_us, candidate_us
+    # Per pair: reference_us, candidate_us (net of harness_us), the gross times, tare_us
+    # and which side went "first".
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    # Pairs counted, and whether the interval's half-width came within the host's target
+    # (False: the pairs ran out first, at the host's cap or the problem's time); None in
+    # results written before the number of pairs adapted (2026-11-25).
+    pairs: int = 0
+    settled: bool | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CaseResult:

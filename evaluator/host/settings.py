@@ -32,9 +32,11 @@ _FALSE = {"0", "false", "no", "off"}
 # a round's fixed cost, spread over them, then leaves the floor within 5 us of
 # back-to-back calls (docs/measurements/2026-11-25-trusted-judging-h100.md).
 _TIMING_DEFAULTS = {"gloo": (3, 20), "nccl": (10, 500)}
-# Rounds of reference and candidate alternate, iters split among them; 10 pairs give a
-# 97.9% rank interval for the median speedup (timing.py).
-_ROUND_DEFAULTS = {"gloo": 3, "nccl": 10}
+# Pairs of rounds per case (iters split among the first `rounds`): (at least, at most).
+# At least 6, so that the median's order-statistic interval reaches 95% (stats.py); GPU
+# hosts add pairs while the interval is wider than PKB_TARGET_HALFWIDTH of the median. CPU
+# hosts (2 cores, gloo) never come near 3%: a fixed 6 keeps their wall time.
+_ROUND_DEFAULTS: dict[str, tuple[int, int | None]] = {"gloo": (6, None), "nccl": (10, 40)}
 
 
 class SettingsError(ValueError):
@@ -58,7 +60,15 @@ class Settings:
     # Outputs of timed calls the judge checks, the last included. A solution that replays
     # stale outputs on a share f of the calls escapes with probability (1 - f)^timed_checks.
     timed_checks: int = 10
-    rounds: int = 1  # pairs of reference and candidate rounds per case
+    rounds: int = 1  # pairs of reference and candidate rounds per case, at least
+    # At most (problem_run adds pairs until the interval settles); None: exactly `rounds`.
+    max_rounds: int | None = None
+    target_halfwidth: float = 0.03  # of the median speedup: the interval is settled within it
+
+    @property
+    def most_rounds(self) -> int:
+        return max(self.rounds, self.max_rounds or self.rounds)
+
     limits: Limits = field(default_factory=Limits)  # of every process running bundle code
     isolate_network: bool = True  # a network namespace for bundle code, where allowed
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
@@ -122,7 +132,7 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         raise SettingsError(f"PKB_PROFILE: {exc.args[0]}") from None
     _check_pinned_devices(env, profile)
     warmup, iters = _TIMING_DEFAULTS.get(profile.backend, _TIMING_DEFAULTS["nccl"])
-    rounds = _ROUND_DEFAULTS.get(profile.backend, _ROUND_DEFAULTS["nccl"])
+    rounds, max_rounds = _ROUND_DEFAULTS.get(profile.backend, _ROUND_DEFAULTS["nccl"])
     for gone in ("PKB_CLOCK_MARGIN_S", "PKB_CLOCK_MARGIN_REL"):
         if gone in env:
             log.warning("%s is no longer used: the judge's own clock needs no margin", gone)
@@ -141,12 +151,25 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         scratch_dir=Path(env_str(env, "PKB_SCRATCH_DIR", tempfile.gettempdir())),
         keep_scratch=env_bool(env, "PKB_KEEP_SCRATCH", False),
         timed_checks=env_int(env, "PKB_TIMED_CHECKS", 10, minimum=1),
-        rounds=env_int(env, "PKB_ROUNDS", rounds, minimum=1),
+        rounds=(least := env_int(env, "PKB_ROUNDS", rounds, minimum=1)),
+        max_rounds=_max_rounds(env, least, max_rounds),
+        target_halfwidth=env_float(env, "PKB_TARGET_HALFWIDTH", 0.03, minimum=0.0),
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
         candidate_user=_candidate_user(env),
         worker_name=_worker_name(env, default=profile.name),
     )
+
+
+def _max_rounds(env: Mapping[str, str], least: int, default: int | None) -> int | None:
+    """PKB_MAX_ROUNDS, never below PKB_ROUNDS (a PKB_ROUNDS above the default cap raises
+    the cap with it: asking for more pairs must not be undone by a default)."""
+    if not env.get("PKB_MAX_ROUNDS", "").strip():
+        return None if default is None else max(default, least)
+    most = env_int(env, "PKB_MAX_ROUNDS", least, minimum=1)
+    if most < least:
+        raise SettingsError(f"PKB_MAX_ROUNDS ({most}) must be at least PKB_ROUNDS ({least})")
+    return most
 
 
 def _check_pinned_devices(env: Mapping[str, str], profile: HardwareProfile) -> None:

@@ -207,12 +207,14 @@ class ProblemRun:
     def calls_per_round(self) -> int:
         return max(1, math.ceil(self.settings.iters / self.settings.rounds))
 
-    def _checked_calls(self) -> dict[int, list[int]]:
-        """Timed calls whose outputs the judges check, by round: the last call of the last
-        round and others drawn at random over all rounds, here, where no runner sees the
-        draw (the judges copy those outputs before their stop stamps, so nothing a runner
-        can observe depends on the draw but the time of a copy it cannot see)."""
-        rounds, calls = self.settings.rounds, self.calls_per_round
+    def _checked_calls(self, calls: int) -> dict[int, list[int]]:
+        """Timed calls whose outputs the judges check, by pair: the last call of the
+        settling pair and of the last of the first `rounds` pairs, and others drawn at
+        random over those pairs, here, where no runner sees the draw (the judges copy
+        those outputs before their stop stamps, so nothing a runner can observe depends
+        on the draw but the time of a copy it cannot see). Pairs past `rounds` (`_more`)
+        check their last call and one drawn call each."""
+        rounds = self.settings.rounds
         others = [(k, i) for k in range(rounds) for i in range(calls)][:-1]
         count = min(len(others), self.settings.timed_checks - 1)
         drawn = {(rounds - 1, calls - 1), *random.SystemRandom().sample(others, max(0, count))}
@@ -222,22 +224,58 @@ class ProblemRun:
         return plan
 
     def _time_side_by_side(self, case: Case, result: CaseResult) -> None:
-        """Pairs of rounds on the same inputs (A B A B ...): both are timed in the same
-        minutes, each pair gives one speedup."""
-        plan, calls = self._checked_calls(), self.calls_per_round
-        for k in range(self.settings.rounds):
+        """Pairs of rounds on the same inputs, the side that goes first alternating
+        (A B, B A, A B ...): both are timed in the same minutes, each pair gives one
+        speedup, and an advantage of going first or second falls on both sides alike.
+
+        A settling pair comes first and is not counted: it sizes the rounds (the judges'
+        `calls_for`) and takes the case's first-round costs (allocations of new shapes,
+        first launches) off the counted pairs. Then at least `rounds` pairs, and more
+        while the interval's half-width is over `target_halfwidth` of the median, until
+        `max_rounds` or the problem's time runs short; the case says how many pairs it
+        took and whether its interval settled."""
+        system = random.SystemRandom()
+        settle = [self._seed(case, "settle", j) for j in range(self.calls_per_round)]
+        checked = [system.randrange(len(settle))]
+        warmup = self._warmup(case, -1)
+        calls = self._pair(case, result, settle, checked, warmup=warmup, timed=True, fit=True)[3]
+        plan = self._checked_calls(calls)
+        began = time.monotonic()
+        for k in range(self.settings.most_rounds):
+            if k >= self.settings.rounds and not self._more(result, began):
+                break
             seeds = [self._seed(case, "timing", k, j) for j in range(calls)]
-            warmup = [self._seed(case, "warmup", k, j) for j in range(self.settings.warmup)]
+            if k >= self.settings.rounds:
+                plan[k] = [calls - 1, system.randrange(calls)]
+            first = "reference" if k % 2 == 0 else "candidate"
             *times, done = self._pair(
-                case, result, seeds, plan.get(k, []), warmup=warmup, timed=True
+                case,
+                result,
+                seeds,
+                sorted(set(plan.get(k, []))),
+                warmup=self._warmup(case, k),
+                timed=True,
+                first=first,
             )
-            pair = dict(zip(("reference_us", "candidate_us", "harness_us"), times, strict=True))
-            result.rounds.append({key: value / done * 1e6 for key, value in pair.items()})
+            names = ("reference_gross_us", "candidate_gross_us", "tare_us")
+            pair: dict[str, Any] = {n: t / done * 1e6 for n, t in zip(names, times, strict=True)}
+            result.rounds.append({**pair, "first": first})
             result.iterations += done
-        self._speedup(result)
+            self._speedup(result)
         if self.on_round is not None:
             for pair in result.rounds:
                 self.on_round(self.slug, case.name, dict(pair))
+
+    def _warmup(self, case: Case, k: int) -> list[int]:
+        return [self._seed(case, "warmup", k, j) for j in range(self.settings.warmup)]
+
+    def _more(self, result: CaseResult, began: float) -> bool:
+        """Another pair: the interval is still wider than asked, and the problem's time
+        allows three more pairs at the pace so far."""
+        if result.settled is not False:
+            return False
+        pace = (time.monotonic() - began) / max(1, len(result.rounds))
+        return self.deadline - time.monotonic() > 3 * pace
 
     def _pair(
         self,
@@ -248,12 +286,14 @@ class ProblemRun:
         *,
         warmup: list[int],
         timed: bool,
+        first: str = "reference",
+        fit: bool = False,
     ) -> tuple[float, float, float, int]:
         """One pair on every judge; the slowest rank's times (s) of the two timed rounds,
         and of the reference's runner's harness alone (the tare), and the calls they made
-        (the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
+        (with `fit`, the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
         order: dict[str, Any] = {"case": case.to_json(), "seeds": seeds, "checked": checked}
-        order.update(warmup=warmup, tare=timed)
+        order.update(warmup=warmup, tare=timed, first=first, fit=fit)
         began = time.monotonic()
         replies = sorted(self._command({"judge": ("pair", order)}), key=lambda r: r.rank)
         # The reference's rounds are not the candidate's time: give them back.
@@ -315,22 +355,26 @@ class ProblemRun:
     def _speedup(self, result: CaseResult) -> None:
         """Per-call times net of the harness: each round less the case's quickest tare,
         the same on both sides (the harness's cost per call is the same for the reference
-        and the candidate, and the quickest tare never takes away more than it costs)."""
-        harness = min(p["harness_us"] for p in result.rounds)
-        for pair in result.rounds:
+        and the candidate, and the quickest tare never takes away more than it costs).
+        Recomputed from the gross times after every pair: the quickest tare may change."""
+        pairs = result.rounds
+        harness = min(p["tare_us"] for p in pairs)
+        for pair in pairs:
             for side in ("reference", "candidate"):
-                gross = pair[f"{side}_gross_us"] = pair[f"{side}_us"]
+                gross = pair[f"{side}_gross_us"]
                 pair[f"{side}_us"] = max(gross - harness, NET_FLOOR * gross)
             pair["harness_us"] = harness
-        pairs = result.rounds
         candidate = [p["candidate_us"] for p in pairs]
         reference = [p["reference_us"] for p in pairs]
         result.time_us = statistics.median(candidate)
         result.time_spread_us = _iqr(candidate)
         result.ref_time_us = statistics.median(reference)
+        result.pairs = len(pairs)
         ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
         if ratios:
             result.speedup, result.speedup_low, result.speedup_high = median_interval(ratios)
+            half = (result.speedup_high - result.speedup_low) / 2
+            result.settled = half <= self.settings.target_halfwidth * result.speedup
 
     def _flag(self, flag: ResultFlag, why: str) -> None:
         if str(flag) not in self.result.flags:

@@ -85,6 +85,10 @@ class _Round:
     tampered: list[str] = field(default_factory=list)
     outputs_by_call: dict[int, Output] = field(default_factory=dict)
     rooms: list[tuple[int, int]] = field(default_factory=list)  # where the outputs went
+    # A candidate's round before the reference's: its reports, to hold against the
+    # reference's once it has run, and whether a room was short of what it reported.
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    short: bool = False
 
 
 class _Judge:
@@ -118,7 +122,9 @@ class _Judge:
                     payload["seeds"],
                     payload["checked"],
                     payload["warmup"],
-                    payload.get("tare", True),
+                    tare=payload.get("tare", True),
+                    first=payload.get("first", "reference"),
+                    fit=payload.get("fit", False),
                 )
             raise ValueError(f"unknown command {op!r}")
         except Exception as exc:
@@ -137,35 +143,93 @@ class _Judge:
         return self.problem.make_inputs(case, ctx)
 
     def pair(
-        self, case: Case, seeds: list[int], checked: list[int], warmup: list[int], tare: bool
+        self,
+        case: Case,
+        seeds: list[int],
+        checked: list[int],
+        warmup: list[int],
+        *,
+        tare: bool,
+        first: str = "reference",
+        fit: bool = False,
     ) -> dict[str, Any]:
-        """The reference's rounds, then the candidate's, on the same inputs: a warm-up
-        round (`warmup` seeds, not timed, nothing checked) and the timed one, of as many
-        of `seeds` as `calls_for` allows (every judge the same number)."""
-        stages, refs = [], []
-        if warmup:
-            stages.append(self.stage(case, warmup))
-            refs.append(self.reference_round(case, stages[0], []))
-            seeds = seeds[: self.calls_for(stages[0], refs[0], len(seeds))]
+        """A pair of rounds on the same inputs, each side a warm-up round (`warmup` seeds,
+        not timed, nothing checked) then its timed round: the reference's side first, or
+        the candidate's (`first`: the parent alternates, so neither side always follows
+        the other). Every input of the pair is made before either side runs, so both
+        meet the same gaps. With `fit` (a case's first timed pair, reference first) the
+        reference's warm-up round sizes the rounds: as many of `seeds` as `calls_for`
+        allows (every judge the same number); the reply's "calls" says how many."""
+        stages = [self.stage(case, warmup)] if warmup else []
+        warm: list[_Round] = []
+        if fit and stages:
+            warm = [self.reference_round(case, stages[0], [])]
+            seeds = seeds[: self.calls_for(stages[0], warm[0], len(seeds))]
             checked = sorted({i % len(seeds) for i in checked})
+            first = "reference"
         stages.append(self.stage(case, seeds))
-        refs.append(self.reference_round(case, stages[-1], checked))
         plans: list[list[int]] = [[] for _ in stages[:-1]] + [checked]
-        answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "reference_s": refs[-1].seconds}
-        if tare:  # timed pairs only: a trial's times are not kept
-            answer["harness_s"] = self.tare(stages[-1], refs[-1])
-        cands = []
+        answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "first": first}
         try:
-            for staged, ref, plan in zip(stages, refs, plans, strict=True):
-                cands.append(self.round(self.candidate, staged, ref.rooms, plan, expected=ref))
+            if first == "candidate":
+                refs, cands = self.candidate_first(case, stages, plans)
+            else:
+                refs = warm + [
+                    self.reference_round(case, staged, plan)
+                    for staged, plan in zip(stages[len(warm) :], plans[len(warm) :], strict=True)
+                ]
+                cands = self.candidate_rounds(stages, refs, plans)
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
         except _Failed as failed:
             return {**answer, "failure": failed.reply}
+        answer["reference_s"] = refs[-1].seconds
         answer["candidate_s"] = cands[-1].seconds
+        if tare:  # timed pairs only: a trial's times are not kept
+            answer["harness_s"] = self.tare(stages[-1], refs[-1])
         answer["tampered"] = sorted({t for c in cands for t in c.tampered})
         answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
         return answer
+
+    def candidate_rounds(
+        self, stages: list[_Staged], refs: list[_Round], plans: list[list[int]]
+    ) -> list[_Round]:
+        """The candidate's rounds after the reference's: in the reference's rooms, each
+        call's report held against the reference's, checked outputs read at its slots."""
+        return [
+            self.round(self.candidate, staged, ref.rooms, plan, expected=ref)
+            for staged, ref, plan in zip(stages, refs, plans, strict=True)
+        ]
+
+    def candidate_first(
+        self, case: Case, stages: list[_Staged], plans: list[list[int]]
+    ) -> tuple[list[_Round], list[_Round]]:
+        """The candidate's rounds before the reference's. Its checked outputs are read,
+        before the stop stamp, where its own report puts them, but only inside the room
+        the judge gave (the report is checked against the room as the reference's is, so
+        it sizes nothing beyond it); once the reference has run, every call's report must
+        equal the reference's, or it is a wrong answer. Where a room proved short (the
+        reference needed more, or the candidate said it did) the candidate's rounds are
+        run again after the reference's, in the reference's rooms."""
+        rooms = [self.rooms_for(case, staged) for staged in stages]
+        cands = [
+            self.round(self.candidate, staged, room, plan, provisional=True)
+            for staged, room, plan in zip(stages, rooms, plans, strict=True)
+        ]
+        refs = [
+            self.reference_round(case, staged, plan)
+            for staged, plan in zip(stages, plans, strict=True)
+        ]
+        moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
+        if moved or any(c.short for c in cands):
+            return refs, self.candidate_rounds(stages, refs, plans)
+        for cand, ref in zip(cands, refs, strict=True):
+            for call, entry in cand.entries.items():
+                why = replies.mismatch(entry, ref.outputs[call])
+                if why:
+                    cand.mismatches[call] = why
+                    cand.copies.pop(call, None)
+        return refs, cands
 
     def calls_for(self, warm: _Staged, ref: _Round, asked: int) -> int:
         """Timed calls per round: what the parent asked, fewer when the reference's warm-up
@@ -198,24 +262,27 @@ class _Judge:
     def reference_round(self, case: Case, staged: _Staged, checked: list[int]) -> _Round:
         """The reference's round; its outputs' rooms are sized from what it returned before
         (or twice its inputs), and grown and the round run again when they were short."""
-        room = max(MIN_ROOM_BYTES, 2 * self.largest_output.get(case.name, 0))
-        room = max([room, *(2 * _input_bytes(layout) for layout in staged.layouts)])
+        rooms = self.rooms_for(case, staged)
         for _ in range(MAX_ROOM_RETRIES):
-            room = arena.aligned(room)
-            rooms = [(staged.end + i * room, room) for i in range(len(staged.layouts))]
             try:
                 done = self.round(self.reference, staged, rooms, checked)
             except (_Failed, RunnerGone) as exc:
                 raise RuntimeError(f"the reference's runner failed: {exc}") from None
             need = max(out.need for out in done.outputs)
             if need:
-                room = 2 * need
+                rooms = _rooms(staged, 2 * need)
                 continue
             largest = max((_span(out.slots) for out in done.outputs), default=0)
             self.largest_output[case.name] = max(self.largest_output.get(case.name, 0), largest)
             done.rooms = rooms
             return done
         raise RuntimeError("the reference's outputs outgrew every room the judge gave them")
+
+    def rooms_for(self, case: Case, staged: _Staged) -> list[tuple[int, int]]:
+        """Each call's room for its outputs, after the staged inputs: twice the largest
+        output of the case so far, or twice the call's inputs, at least MIN_ROOM_BYTES."""
+        room = max(MIN_ROOM_BYTES, 2 * self.largest_output.get(case.name, 0))
+        return _rooms(staged, max([room, *(2 * _input_bytes(x) for x in staged.layouts)]))
 
     def tare(self, staged: _Staged, ref: _Round) -> float:
         """The reference's runner's round again on the same inputs, each call returning
@@ -238,12 +305,15 @@ class _Judge:
         *,
         expected: _Round | None = None,
         echoes: list[Any] | None = None,
+        provisional: bool = False,
     ) -> _Round:
         """One round of `link`'s runner on the staged inputs, between the judge's stamps.
 
         The reference's round (`expected` None) says what each call returned; the
         candidate's must say the same of each call, and its checked calls' rooms are read
-        at the reference's slots."""
+        at the reference's slots. A `provisional` round (the candidate's, before the
+        reference's) is read at the slots of its own reports, bounded by the rooms, and
+        held against the reference later (`candidate_first`)."""
         start = min((offset for offset, _ in rooms), default=staged.end)
         out_end = max((offset + room for offset, room in rooms), default=staged.end)
         base = link.ensure(out_end)
@@ -260,21 +330,22 @@ class _Judge:
         base[: staged.end].copy_(staged.staging)
         link.inputs_written()
         answer = _ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
-        done = _Round()
+        done = _Round(rooms=list(rooms))
+        read = self._provisional if provisional else self._read
         try:
             found = replies.entries(answer, len(rooms))
             # Only the checked calls before the stop stamp: the rest of the reply is read
             # after it, for either runner alike.
             for i in checked:
-                self._read(done, base, i, found[i], rooms[i], expected)
+                read(done, base, i, found[i], rooms[i], expected)
             done.seconds = self.clock.stop()
             for i in range(len(rooms)):
                 if i not in checked:
-                    self._read(done, None, i, found[i], rooms[i], expected)
+                    read(done, None, i, found[i], rooms[i], expected)
             done.tampered = replies.tampered(answer)
         except ReplyError as exc:
             raise RunnerGone(f"replied with {exc}", protocol=True) from None
-        if expected is None and echoes is None:
+        if expected is None and echoes is None and not provisional:
             done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
         return done
 
@@ -298,8 +369,30 @@ class _Judge:
                 done.mismatches[call] = why
                 return
         if base is not None and not output.need:
-            copies = [arena.view(base, slot).clone() for slot in output.slots]
-            done.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
+            _copy(done, base, call, output)
+
+    def _provisional(
+        self,
+        done: _Round,
+        base: torch.Tensor | None,
+        call: int,
+        entry: dict[str, Any],
+        room: tuple[int, int],
+        expected: _Round | None,
+    ) -> None:
+        """A candidate's report before the reference has run: kept to be compared, and
+        for a checked call its outputs copied from the slots it names inside its room.
+        A report that is no reference's report is left to the comparison (a wrong
+        answer, not a protocol error: a solution may return anything)."""
+        done.entries[call] = entry
+        try:
+            output = replies.reference_output(entry, *room)
+        except ReplyError:
+            return
+        if output.need:
+            done.short = True
+        elif base is not None:
+            _copy(done, base, call, output)
 
     def verdict(
         self, case: Case, ref: _Round, cands: list[_Round], checked: list[int]
@@ -343,6 +436,16 @@ def _ok(answer: dict[str, Any]) -> dict[str, Any]:
     if not answer.get("ok"):
         raise _Failed(_failure(answer))
     return answer
+
+
+def _rooms(staged: _Staged, room: int) -> list[tuple[int, int]]:
+    room = arena.aligned(room)
+    return [(staged.end + i * room, room) for i in range(len(staged.layouts))]
+
+
+def _copy(done: _Round, base: torch.Tensor, call: int, output: Output) -> None:
+    copies = [arena.view(base, slot).clone() for slot in output.slots]
+    done.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
 
 
 def _span(slots: list[Slot]) -> int:

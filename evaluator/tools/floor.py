@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import json
 import multiprocessing as mp
 import os
 import time
 import uuid
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from queue import Empty
@@ -41,14 +39,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from evaluator.contract import CaseResult
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import load_settings
-from evaluator.intake.bundle import read_bundle
+from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_of
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.stats import median_interval
 from evaluator.rank_process import NO_MULTICAST
 from problems.collective import all_reduce
-from problems.spec import Case, InputContext, Problem
+from problems.spec import Case, InputContext
 
 GPU_SIZES = (1 << 16, 1 << 20, 1 << 24)
 CPU_SIZES = (1 << 10, 1 << 14)
@@ -57,7 +55,6 @@ CALLS = (10,)  # timed calls per round: the evaluator's nccl default (100 iters,
 # The issue's goal for the harness: within 15% of the events, or 5 us, whichever is larger.
 GOAL_REL, GOAL_US = 0.15, 5.0
 
-REFERENCE_SOURCE = "from problems.collective.all_reduce import solution  # noqa: F401\n"
 COPY_SOURCE = """
 import torch
 
@@ -86,7 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibrate", action="store_true", help="same code on both sides")
     parser.add_argument("--profile", default=None, help="--calibrate: default PKB_PROFILE")
     parser.add_argument("--world-size", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=20, help="pairs of rounds per case")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="pairs of rounds per case, at least "
+        "(floor: 10; --calibrate: the profile's, adding pairs as the evaluator does)",
+    )
+    parser.add_argument("--max-rounds", type=int, default=None, help="--calibrate: at most")
     parser.add_argument("--iters", type=int, default=200, help="calls of the events lines")
     parser.add_argument("--calls", default=",".join(map(str, CALLS)), help="calls per round")
     parser.add_argument("--cpu", action="store_true", help="the floor over gloo, to try it")
@@ -122,15 +126,17 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
         profile = dataclasses.replace(profile, world_size=args.world_size)
     sizes = CPU_SIZES if profile.backend == "gloo" else GPU_SIZES
     per_round = -(-settings.iters // settings.rounds)
+    least = args.rounds or settings.rounds
+    most = max(least, args.max_rounds or settings.max_rounds or least)
     settings = dataclasses.replace(
-        settings, rounds=args.rounds, iters=args.rounds * per_round, trials=1
+        settings, rounds=least, max_rounds=most, iters=least * per_round, trials=1
     )
     dtype = "float32" if profile.backend == "gloo" else "bfloat16"
-    problem = _problem("all-reduce", all_reduce.solution, sizes, dtype)
+    problem = all_reduce_problem("all-reduce", all_reduce.solution, sizes, dtype)
     rounds: list[dict[str, Any]] = []
     began = time.monotonic()
     results, environment = evaluate_bundle(
-        _bundle({problem.slug: REFERENCE_SOURCE}, {problem.slug: problem}),
+        bundle_of({problem.slug: REFERENCE_SOURCE}, {problem.slug: problem}),
         slugs=[problem.slug],
         profile=dataclasses.replace(profile, case_kind="eval"),
         settings=settings,
@@ -144,35 +150,38 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
         "profile": profile.name,
         "world_size": profile.world_size,
         "backend": profile.backend,
-        "settings": {k: getattr(settings, k) for k in ("warmup", "iters", "rounds")},
+        "settings": {
+            k: getattr(settings, k)
+            for k in ("warmup", "iters", "rounds", "max_rounds", "target_halfwidth")
+        },
         "wall_s": round(time.monotonic() - began, 1),
         "environment": environment,
         "rounds": rounds,
-        "cases": _same_code(rounds),
+        "cases": _same_code(rounds, results[0].cases),
     }
 
 
-def _same_code(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per case: the pairs' speedups, which should read 1.00 (same code on both sides)."""
+def _same_code(rounds: list[dict[str, Any]], judged: list[CaseResult]) -> list[dict[str, Any]]:
+    """Per case: the speedup as judged, which should read 1.00 (same code on both sides),
+    its interval, how many pairs it took and whether it settled, and the pairs' range."""
     ratios: dict[str, list[float]] = {}
     for pair in rounds:
         if pair["candidate_us"] > 0:
             ratios.setdefault(pair["case"], []).append(pair["reference_us"] / pair["candidate_us"])
-    cases = []
-    for case, values in ratios.items():
-        median, low, high = median_interval(values)
-        cases.append(
-            {
-                "case": case,
-                "median": median,
-                "low": low,
-                "high": high,
-                "min": min(values),
-                "max": max(values),
-                "pairs": len(values),
-            }
-        )
-    return cases
+    return [
+        {
+            "case": c.case,
+            "median": c.speedup,
+            "low": c.speedup_low,
+            "high": c.speedup_high,
+            "min": min(ratios[c.case]),
+            "max": max(ratios[c.case]),
+            "pairs": c.pairs,
+            "settled": c.settled,
+        }
+        for c in judged
+        if c.case in ratios
+    ]
 
 
 def clock_markdown(report: dict[str, Any]) -> str:
@@ -181,16 +190,18 @@ def clock_markdown(report: dict[str, Any]) -> str:
         f"{report['world_size']} ranks)",
         "",
         "`python -m evaluator.tools.floor --calibrate`: the all-reduce reference judged as "
-        f"the candidate, {report['settings']['rounds']} pairs of rounds per case; per-call "
+        f"the candidate, {report['settings']['rounds']} to {report['settings']['max_rounds']} "
+        "pairs of rounds per case (first side alternating); per-call "
         "times on the judges' clock.",
         "",
-        "| case | pairs | median pair speedup | 95% interval | lowest pair | highest pair |",
-        "|---|---|---|---|---|---|",
+        "| case | pairs | settled | median pair speedup | 95% interval | lowest pair "
+        "| highest pair |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in report["cases"]:
         lines.append(
-            f"| {c['case']} | {c['pairs']} | {c['median']:.3f} | {c['low']:.3f} - "
-            f"{c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} |"
+            f"| {c['case']} | {c['pairs']} | {c['settled']} | {c['median']:.3f} | "
+            f"{c['low']:.3f} - {c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} |"
         )
     lines += ["", "| case | pair | reference (us per call) | candidate (us per call) |"]
     lines.append("|---|---|---|---|")
@@ -330,18 +341,24 @@ def _through_the_evaluator(
     sizes = CPU_SIZES if args.cpu else GPU_SIZES
     dtype = "float32" if args.cpu else "bfloat16"
     problems = {
-        "floor-all-reduce": _problem("floor-all-reduce", all_reduce.solution, sizes, dtype),
-        "floor-copy": _problem("floor-copy", copy_reference, sizes, dtype),
+        "floor-all-reduce": all_reduce_problem(
+            "floor-all-reduce", all_reduce.solution, sizes, dtype
+        ),
+        "floor-copy": all_reduce_problem("floor-copy", copy_reference, sizes, dtype),
     }
     sources = {"floor-all-reduce": REFERENCE_SOURCE, "floor-copy": COPY_SOURCE}
     settings = load_settings({**os.environ, "PKB_PROFILE": "cpu" if args.cpu else "h200x2"})
     settings = dataclasses.replace(
-        settings, trials=1, rounds=args.rounds, iters=args.rounds * calls
+        settings,
+        trials=1,
+        rounds=(rounds := args.rounds or 10),
+        max_rounds=rounds,
+        iters=rounds * calls,
     )
     backend = "gloo" if args.cpu else "nccl"
     profile = HardwareProfile("floor", "floor", "-", world, backend=backend, case_kind="eval")
     results, _ = evaluate_bundle(
-        _bundle(sources, problems),
+        bundle_of(sources, problems),
         slugs=list(problems),
         profile=profile,
         settings=settings,
@@ -357,29 +374,6 @@ def _through_the_evaluator(
         for r in results
         for c in r.cases
     }
-
-
-def _problem(
-    slug: str, reference: Callable[..., Any], sizes: tuple[int, ...], dtype: str = "bfloat16"
-) -> Problem:
-    cases = tuple(Case(f"n={n}", dtype, {"n": n}) for n in sizes)
-    # One rank too: a host of one GPU measures the harness's own cost (see the docstring).
-    return dataclasses.replace(
-        all_reduce.PROBLEM,
-        slug=slug,
-        reference=reference,
-        dev_cases=cases,
-        eval_cases=cases,
-        world_sizes=(1, *all_reduce.PROBLEM.world_sizes),
-    )
-
-
-def _bundle(sources: dict[str, str], problems: dict[str, Problem]) -> Any:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as archive:
-        for slug, source in sources.items():
-            archive.writestr(f"{slug}.py", source)
-    return read_bundle("floor.zip", buf.getvalue(), known_slugs=problems)
 
 
 def floor_markdown(report: dict[str, Any]) -> str:

@@ -44,6 +44,8 @@ def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=
         trials=2,
         warmup=1,
         iters=3,
+        rounds=3,
+        max_rounds=3,
         rotation=2,
         problem_timeout_s=TIMEOUT_S,
     )
@@ -134,10 +136,12 @@ def test_it_restarts_the_candidate_ranks_after_a_failure(failing, pid_dir, world
 
 def test_reference_and_candidate_rounds_alternate_within_the_evaluation(passing):
     """No reference time cached from another moment: every case has its own pairs of
-    rounds, and its speedup is their median ratio inside its interval."""
+    rounds, the side that goes first alternating, and its speedup is their median ratio
+    inside its interval."""
     result = passing[0]["all-reduce"]
     for case in result.cases:
-        assert len(case.rounds) == 3  # PKB_ROUNDS on gloo
+        assert len(case.rounds) == case.pairs == 3  # rounds = max_rounds = 3 here
+        assert [r["first"] for r in case.rounds] == ["reference", "candidate", "reference"]
         ratios = sorted(r["reference_us"] / r["candidate_us"] for r in case.rounds)
         assert case.speedup == pytest.approx(ratios[1])
         # 3 pairs: the interval is their range (75% coverage, timing.median_interval).
@@ -204,3 +208,36 @@ def test_a_correct_problem_after_failing_ones_still_passes(failing):
     result = failing["ar-after-failures"]
     assert result.status == ProblemStatus.PASSED, result.message + result.log
     assert result.speedup > 0
+
+
+@pytest.mark.parametrize(
+    ("target", "pairs", "settled"), [(0.0, 4, False), (100.0, 2, True)], ids=["cap", "settled"]
+)
+def test_pairs_are_added_until_the_interval_settles_or_the_cap(target, pairs, settled):
+    """At least `rounds` pairs; then more while the interval's half-width is over the
+    target share of the median, up to `max_rounds`; the case says which ended it."""
+    from tests.redteam import attacks
+
+    catalog = {"rt-honest": attacks.problem("rt-honest")}
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+        trials=1,
+        warmup=1,
+        iters=2,
+        rounds=2,
+        max_rounds=4,
+        target_halfwidth=target,
+        problem_timeout_s=30,
+    )
+    (result,), _ = evaluate_bundle(
+        read_bundle("b.zip", make_zip({"rt-honest.py": attacks.HONEST}), known_slugs=catalog),
+        slugs=list(catalog),
+        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+        settings=settings,
+        evaluation_id=f"test-adaptive-{target}",
+        problems=catalog,
+    )
+    assert result.status == ProblemStatus.PASSED, result.message
+    (case,) = result.cases
+    assert (case.pairs, len(case.rounds), case.settled) == (pairs, pairs, settled)
+    assert [r["first"] for r in case.rounds] == ["reference", "candidate"] * (pairs // 2)

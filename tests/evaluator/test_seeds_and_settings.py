@@ -31,14 +31,16 @@ def test_settings_default_to_the_embedded_setup():
     assert (settings.problem_timeout_s, settings.trials) == (120.0, 3)
     assert (settings.warmup, settings.iters) == (3, 20)
     assert settings.eval_cases is None
-    assert settings.rounds == 3
+    # Six pairs: the least whose median interval reaches 95%; CPU hosts take no more.
+    assert (settings.rounds, settings.most_rounds) == (6, 6)
 
 
 def test_gpu_profiles_time_more_rounds_of_more_calls(caplog):
     settings = load_settings({"PKB_PROFILE": "h200x4"})
     assert (settings.rounds, settings.warmup, settings.iters) == (10, 10, 500)
+    assert (settings.most_rounds, settings.target_halfwidth) == (40, 0.03)
     settings = load_settings({"PKB_ROUNDS": "4", "PKB_CLOCK_MARGIN_S": "0.02"})
-    assert settings.rounds == 4
+    assert settings.rounds == settings.most_rounds == 4
     # The margin of the former clock is gone: a host that still sets it is told so.
     assert "PKB_CLOCK_MARGIN_S is no longer used" in caplog.text
 
@@ -116,3 +118,15 @@ def test_the_candidate_user_is_ignored_when_the_worker_is_not_root(caplog):
     with caplog.at_level("INFO"):
         assert _candidate_user({"PKB_CANDIDATE_USER": "nobody"}, euid=1000) is None
     assert "ignored: the worker is not root" in caplog.text
+
+
+def test_the_pairs_adapt_between_bounds_the_host_sets():
+    gpu = {"PKB_PROFILE": "h200x2"}
+    settings = load_settings({**gpu, "PKB_ROUNDS": "50"})
+    assert settings.rounds == settings.most_rounds == 50  # a cap never undoes more pairs
+    settings = load_settings({**gpu, "PKB_MAX_ROUNDS": "12", "PKB_TARGET_HALFWIDTH": "0.05"})
+    assert (settings.rounds, settings.most_rounds, settings.target_halfwidth) == (10, 12, 0.05)
+    with pytest.raises(SettingsError, match="PKB_MAX_ROUNDS .8. must be at least PKB_ROUNDS"):
+        load_settings({**gpu, "PKB_MAX_ROUNDS": "8"})
+    with pytest.raises(SettingsError, match="PKB_TARGET_HALFWIDTH must be a number"):
+        load_settings({"PKB_TARGET_HALFWIDTH": "tight"})

@@ -45,6 +45,7 @@ def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None, case_
         trials=2,
         warmup=2,
         iters=10,
+        max_rounds=None,  # exactly PKB_ROUNDS pairs: verdicts, not the adaptive count
         problem_timeout_s=90,
     )
     results, environment = evaluate_bundle(

@@ -140,6 +140,7 @@ def _judge(files: dict[str, str], env: dict[str, str], **settings: int) -> dict:
             trials=1,
             warmup=2,
             problem_timeout_s=120,
+            max_rounds=None,  # exactly `rounds` pairs: these tests are about verdicts
             **settings,
         ),
         evaluation_id=str(uuid.uuid4()),

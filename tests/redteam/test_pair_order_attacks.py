@@ -1,0 +1,107 @@
+"""Hostile outputs in a pair where the candidate's rounds go first (gloo, world size 2).
+
+Pairs alternate which side goes first (evaluator/judge/problem_run.py). When the candidate
+goes first the judge has no reference report yet: it reads the candidate's checked outputs
+where the candidate says they are, bounded by the room the judge gave, and holds every
+report against the reference's once that has run (judge/rank.py, `candidate_first`). Each
+solution here is honest for its first calls (the trial, the settling pair and the first
+pair, which go reference first) and hostile from the first call of the candidate-first
+pair on: every hostile reply must be a wrong answer, never a pass or a broken judge, and
+an honest solution must pass right after it on the same worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from evaluator.contract import ProblemStatus
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import load_settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
+from tests.evaluator.archives import make_zip
+from tests.evaluator.scratch import reachable_folder
+from tests.redteam import attacks
+
+# Settings below: 1 trial call, then pairs of a 2-call warm-up and a 3-call timed round.
+# The candidate makes 1 + (2 + 3) (settling pair) + (2 + 3) (first pair) calls before the
+# candidate-first pair.
+HONEST_CALLS = 11
+
+HOSTILE = {
+    "zero-stride": "x[:1].expand(1 << 34)",
+    "sparse": "honest().to_sparse()",
+    "meta": 'torch.empty(x.shape, device="meta")',
+    "oversized": "torch.cat([honest(), torch.zeros(1 << 20)])",
+    "foreign": "[1.0] * x.numel()",
+    "wrong-shape": "honest()[:-1]",
+    "wrong-values": "torch.zeros_like(x)",
+    "tuple": "(honest(), honest())",
+}
+
+TEMPLATE = """
+import torch
+import torch.distributed as dist
+CALLS = [0]
+
+def solution(x):
+    def honest():
+        out = x.clone()
+        dist.all_reduce(out)
+        return out
+
+    CALLS[0] += 1
+    if CALLS[0] <= {honest_calls}:
+        return honest()
+    dist.all_reduce(torch.zeros(1))  # keep the ranks in step
+    return {hostile}
+"""
+
+
+@pytest.fixture(scope="module")
+def judged():
+    files: dict[str, str] = {}
+    for name, hostile in HOSTILE.items():
+        files[f"po-{name}.py"] = TEMPLATE.format(honest_calls=HONEST_CALLS, hostile=hostile)
+        files[f"po-after-{name}.py"] = attacks.HONEST
+    catalog = {path[:-3]: attacks.problem(path[:-3]) for path in files}
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "pair-order-secret-0123456789"}),
+        trials=1,
+        warmup=2,
+        iters=6,
+        rounds=2,
+        max_rounds=None,
+        timed_checks=6,  # every timed call is checked
+        problem_timeout_s=30,
+    )
+    with reachable_folder("pair-order") as scratch_dir:
+        results, _ = evaluate_bundle(
+            read_bundle("order.zip", make_zip(files), known_slugs=catalog),
+            slugs=list(catalog),
+            profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+            settings=dataclasses.replace(settings, scratch_dir=scratch_dir),
+            evaluation_id="pair-order",
+            problems=catalog,
+        )
+    return {r.slug: r for r in results}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_hostile_reply_in_a_candidate_first_pair_is_a_wrong_answer(judged, name):
+    result = judged[f"po-{name}"]
+    assert result.status == ProblemStatus.WRONG_ANSWER, (result.status, result.message)
+    assert "a timed call" in result.message
+    # It passed the reference-first pair and was caught in the candidate-first one.
+    assert [r["first"] for r in result.cases[0].rounds] == ["reference"]
+    after = judged[f"po-after-{name}"]
+    assert after.status == ProblemStatus.PASSED, after.message
+    assert [r["first"] for r in after.cases[0].rounds] == ["reference", "candidate"]
+
+
+def test_shapes_are_held_against_the_reference_in_words(judged):
+    message = judged["po-wrong-shape"].message
+    assert "returned float32(255,) where the reference returns float32(256,)" in message
+    assert "returned a list" in judged["po-foreign"].message
