@@ -6,6 +6,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from portal.accounts.models import Membership, Team
+from portal.leaderboard.scoring import RULE
 from portal.leaderboard.selectors import ExampleRow
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, ResultRun, Submission
@@ -43,11 +44,18 @@ class ProblemDetailSerializer(ProblemSerializer):
 
 class ScoreSerializer(serializers.Serializer):
     solved = serializers.IntegerField(help_text="Problems solved (fast_0 as a count).")
-    faster = serializers.IntegerField(help_text="Problems faster than the reference (fast_1).")
+    faster = serializers.IntegerField(
+        help_text="Problems faster than the reference beyond noise (fast_1 as a count)."
+    )
     fast_0 = serializers.FloatField(help_text="Weighted share of the problems solved.")
-    fast_1 = serializers.FloatField(help_text="... solved with a speedup over 1.")
-    fast_2 = serializers.FloatField(help_text="... solved with a speedup over 2.")
-    geomean = serializers.FloatField(allow_null=True, help_text="Over the solved problems.")
+    fast_1 = serializers.FloatField(
+        help_text="... solved with the speedup's interval wholly above 1 (its lower end; the "
+        "speedup itself for results of hosts that report no interval)."
+    )
+    fast_2 = serializers.FloatField(help_text="... with the interval wholly above 2.")
+    geomean = serializers.FloatField(
+        allow_null=True, help_text="Of the counted (pooled median) speedups of the solved problems."
+    )
     roofline = serializers.FloatField(allow_null=True, help_text="Mean fraction of link limit.")
     total = serializers.IntegerField(help_text="Published problems in scope.")
 
@@ -59,7 +67,21 @@ class ColumnSerializer(serializers.Serializer):
 
 
 class RowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField(allow_null=True)
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="The place in the board's order; null for untaken rows."
+    )
+    rank_low = serializers.IntegerField(
+        allow_null=True,
+        help_text="The best place the team's score could take within the speedups' intervals.",
+    )
+    rank_high = serializers.IntegerField(
+        allow_null=True,
+        help_text="The worst such place; equal to rank_low where the rank is settled.",
+    )
+    rank_range = serializers.CharField(
+        allow_null=True,
+        help_text='"rank_low-rank_high" (e.g. "2-4") where scores are not separable; else null.',
+    )
     team = serializers.CharField(source="team_name")
     team_slug = serializers.CharField()
     is_baseline = serializers.BooleanField()
@@ -83,7 +105,7 @@ class BoardSerializer(serializers.Serializer):
     profile = serializers.CharField()
     category = serializers.CharField(allow_null=True)
     columns = ColumnSerializer(many=True)
-    rows = RowSerializer(many=True)
+    rows = RowSerializer(many=True, help_text=RULE)
 
 
 class ResultRunSerializer(serializers.ModelSerializer):
@@ -217,10 +239,20 @@ class SubmissionCreateSerializer(serializers.Serializer):
 class _ProblemResultColumns(serializers.Serializer):
     """What a team's row and an example's row of a problem's table both show."""
 
-    speedup = serializers.FloatField(allow_null=True, help_text="Median of its judged runs.")
-    speedup_low = serializers.FloatField(allow_null=True, help_text=INTERVAL_HELP)
+    speedup = serializers.FloatField(
+        allow_null=True,
+        help_text="The counted speedup: the team's newest code's, the median over every "
+        "judged run of that code.",
+    )
+    speedup_low = serializers.FloatField(
+        allow_null=True,
+        help_text="The medians over the same runs of their intervals' ends; null for results "
+        "of hosts that did not report one.",
+    )
     speedup_high = serializers.FloatField(allow_null=True)
-    run_count = serializers.IntegerField(help_text="Judged runs the numbers are medians of.")
+    run_count = serializers.IntegerField(
+        help_text="Judged runs of the code the numbers are medians of."
+    )
     time_us = serializers.FloatField(allow_null=True)
     ref_time_us = serializers.FloatField(allow_null=True)
     roofline = serializers.FloatField(allow_null=True)

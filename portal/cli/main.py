@@ -21,6 +21,7 @@ from rich.table import Table
 from evaluator.contract import printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
+from portal.leaderboard.scoring import RULE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 FINISHED = {"done", "failed", "cancelled"}
@@ -224,11 +225,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     table = Table(
         "rank", "team", "solved", "fast_1", "fast_2", "geomean", "roofline",
         title=f"{scope}, profile {board['profile']}",
+        caption=RULE,
     )  # fmt: skip
     for row in board["rows"]:
         score = row["score"]
         table.add_row(
-            "—" if row["rank"] is None else str(row["rank"]),
+            _rank(row),
             row["team"],
             f"{score['solved']}/{score['total']}",
             _fmt(score.get("fast_1"), ".0%"),
@@ -238,6 +240,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         )
     _out().print(table)
     return EXIT_OK
+
+
+def _rank(row: dict) -> str:
+    """The rank, or the range of places where the intervals cannot separate scores ("2-4");
+    an older site sends no range."""
+    if row["rank"] is None:
+        return "—"
+    return str(row.get("rank_range") or row["rank"])
 
 
 def _problem_board(client: Client, args: argparse.Namespace) -> int:

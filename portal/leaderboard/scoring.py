@@ -60,6 +60,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+# The rule in one sentence, said once on each surface: the leaderboard page, the API's
+# schema, and pkb's board.
+RULE = (
+    "A problem counts as faster than p only when its whole 95% interval is above p, and "
+    "each team's newest code counts, pooled over all its runs, so resubmitting the same "
+    "code cannot raise its expected score; a rank range such as 2-4 marks teams whose "
+    "scores the intervals cannot separate."
+)
+
 HEADLINE_P = (0, 1, 2)
 CURVE_MAX_P = 4.0
 

@@ -1,7 +1,8 @@
 """The leaderboard, per-problem rankings and teams' standings; scores in Python.
 
-A team's best passed, unflagged result per problem counts (a flagged pass, e.g. a time under
-the physical floor, is evidence on its submission's page, never a score). Results are
+Per problem, a team's newest passed, unflagged result counts, its numbers pooled over every
+run of the same code (selectors/counted.py; a flagged pass, e.g. a time under the physical
+floor, is evidence on its submission's page, never a score). Results are
 always selected through `ProblemResult.objects.counted(profile=...)`, so one hardware
 profile's results never meet another's, and whatever `counted` excludes (unfinished or
 disqualified submissions, unpublished problems) is excluded everywhere. Examples
@@ -21,6 +22,7 @@ from portal.leaderboard.selectors.board import (
     leaderboard,
     leaderboard_rows,
 )
+from portal.leaderboard.selectors.counted import Counted, counted_query, counted_results
 from portal.leaderboard.selectors.ranking import (
     ExampleRow,
     ProblemBoard,
@@ -42,6 +44,7 @@ __all__ = [
     "BASELINE_NAME",
     "Board",
     "CategoryColumn",
+    "Counted",
     "ExampleRow",
     "HistoryEntry",
     "ProblemBoard",
@@ -51,6 +54,8 @@ __all__ = [
     "TeamBest",
     "TeamStanding",
     "build_leaderboard",
+    "counted_query",
+    "counted_results",
     "leaderboard",
     "leaderboard_rows",
     "problem_board",

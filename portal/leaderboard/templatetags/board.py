@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from django import template
 
+from portal.leaderboard.scoring import RULE
+
 register = template.Library()
+
+
+@register.simple_tag
+def scoring_rule() -> str:
+    """The counting rule in one sentence (scoring.RULE), for the leaderboard page."""
+    return RULE
 
 
 @register.filter
