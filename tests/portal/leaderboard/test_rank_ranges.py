@@ -1,0 +1,64 @@
+"""Ties shown where they are (issue 23): teams whose scores the speedups' intervals cannot
+separate get a rank range, on the board, the team page, the API and in pkb."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from portal.leaderboard.scoring import RULE
+from portal.leaderboard.selectors import BASELINE_NAME, leaderboard_rows, team_standing
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def result(team, problem, speedup: float, low: float, high: float) -> None:
+    submission = SubmissionFactory(team=team, done=True, problems=[problem.slug])
+    ProblemResultFactory(
+        submission=submission,
+        problem=problem,
+        speedup=speedup,
+        speedup_low=low,
+        speedup_high=high,
+    )
+
+
+@pytest.fixture
+def close_race(problems):
+    """Clear (2x on two problems, tight), then Near and Noisy, whose intervals overlap."""
+    clear, near, noisy = (TeamFactory(name=n) for n in ("Clear", "Near", "Noisy"))
+    for problem in (problems["all-reduce"], problems["all-gather"]):
+        result(clear, problem, 2.0, 1.9, 2.1)
+    result(near, problems["all-reduce"], 1.5, 1.3, 1.7)
+    result(noisy, problems["all-reduce"], 1.4, 0.9, 1.8)
+    return clear, near, noisy
+
+
+def test_the_board_gives_ranges_only_where_scores_are_not_separable(close_race):
+    rows = [r for r in leaderboard_rows(profile="cpu") if not r.is_baseline]
+    found = [(r.team_name, r.rank, r.rank_low, r.rank_high, r.rank_range) for r in rows]
+    assert found == [
+        ("Clear", 1, 1, 1, None),
+        ("Near", 2, 2, 3, "2-3"),
+        ("Noisy", 3, 2, 3, "2-3"),  # 1.4x, but 0.9 at its lower end: not faster
+    ]
+
+
+def test_the_reference_row_stays_above_a_team_that_is_not_faster_beyond_noise(close_race):
+    names = [r.team_name for r in leaderboard_rows(profile="cpu")]
+    assert names.index("Noisy") > names.index(BASELINE_NAME) > names.index("Near")
+
+
+def test_the_page_shows_the_range_and_says_the_rule(client, close_race):
+    html = client.get(reverse("leaderboard:home")).content.decode()
+    assert html.count(">2-3</span>") == 2
+    assert f'<span id="scoring-rule">{escape(RULE)}</span>' in html
+
+
+def test_the_team_page_shows_its_range(client, close_race):
+    _, near, _ = close_race
+    assert team_standing(team=near, profile="cpu").rank_range == "2-3"
+    html = client.get(reverse("leaderboard:team", args=[near.slug])).content.decode()
+    assert 'id="team-rank-range"' in html and "2-3" in html
