@@ -57,7 +57,8 @@ TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py 
 	portal/leaderboard/selectors \
 	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
-	evaluator/runtime.py evaluator/host/sandbox.py problems/spec.py
+	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/canary.py \
+	portal/ops/canaries.py problems/spec.py
 
 lint: install
 	$(BIN)/ruff check .

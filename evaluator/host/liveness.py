@@ -16,12 +16,16 @@ signals that must reach a host between messages live there (docs/recovery.md):
   that is done for a stall and judge the bundle again.
 - `pkb:workers:<profile>`: the workers serving a hardware profile, scored by when they last
   said so (every heartbeat).
+- `pkb:canary:<profile>:<worker>`: the worker's last same-code reading (JSON, written by
+  evaluator/host/canary.py): while it reads out of bounds the worker takes no work, and
+  the portal says so on the queue and submission pages.
 
 Imports nothing but redis: the portal reads the same names.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -70,6 +74,10 @@ def reported_key(evaluation_id: str) -> str:
 
 def workers_key(profile: str) -> str:
     return f"pkb:workers:{profile}"
+
+
+def canary_key(profile: str, worker: str) -> str:
+    return f"pkb:canary:{profile}:{worker}"
 
 
 def heartbeat_s(env: Mapping[str, str] = os.environ) -> int:
@@ -170,3 +178,27 @@ def last_worker_seen(broker: redis.Redis, profile: str) -> float | None:
     """When a worker of `profile` last said it serves it (epoch seconds), or None."""
     newest = broker.zrevrange(workers_key(profile), 0, 0, withscores=True)
     return float(newest[0][1]) if newest else None
+
+
+def live_workers(broker: redis.Redis, profile: str, *, since: float) -> list[str]:
+    """The workers of `profile` that announced themselves at `since` or later, by name."""
+    names = broker.zrangebyscore(workers_key(profile), since, "+inf")
+    return sorted(_text(name) for name in names)
+
+
+def canary_readings(broker: redis.Redis, profile: str, workers: list[str]) -> dict[str, Any]:
+    """Each worker's last canary reading as stored (parsed JSON; None where there is none
+    or it is not JSON): the reader checks its shape."""
+    if not workers:
+        return {}
+    raw = broker.mget([canary_key(profile, name) for name in workers])
+    return {name: _json_or_none(value) for name, value in zip(workers, raw, strict=True)}
+
+
+def _json_or_none(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None

@@ -46,7 +46,7 @@ from evaluator.contract import (
     progress_message,
     started_message,
 )
-from evaluator.host import liveness
+from evaluator.host import canary, liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, load_settings, redis_url
@@ -194,6 +194,8 @@ class KeepMessagesVisible(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(KeepMessagesVisible)
+# Same code judged against itself at start and at an interval; out of bounds, no work.
+app.steps["consumer"].add(canary.consumer_step(worker_settings, broker))
 
 
 def _allow_child_processes() -> None:
@@ -404,6 +406,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
     settings = worker_settings()  # fail on bad settings before connecting anywhere
     profile = get_profile(settings.profile)
+    canary.canary_plan(os.environ, profile.backend)  # its settings too
     check_sandbox(settings)  # warns loudly when bundle code would have network access
     app.conf.broker_url = settings.redis_url
     app.worker_main(

@@ -13,7 +13,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from portal.ops import checks, metrics, selectors
+from portal.ops import canaries, checks, metrics, selectors
 
 
 @never_cache
@@ -31,6 +31,8 @@ def health(request: HttpRequest) -> JsonResponse:
 
 
 def _queue_json(now: datetime) -> list[dict]:
+    rows = selectors.queue_rows()
+    hosts = canaries.host_readings({row.profile for row in rows}, now=now.timestamp())
     return [
         {
             "profile": row.profile,
@@ -38,18 +40,25 @@ def _queue_json(now: datetime) -> list[dict]:
             "queued": row.queued,
             "running": row.running,
             "oldest_wait_s": row.oldest_wait_s(now),
+            "hosts": [host.to_json() for host in hosts[row.profile]],
         }
-        for row in selectors.queue_rows()
+        for row in rows
     ]
 
 
 @never_cache
 @require_safe
 def queue(request: HttpRequest) -> HttpResponse:
-    """Per hardware profile: submissions waiting and running, and the longest wait."""
+    """Per hardware profile: submissions waiting and running, the longest wait, and each
+    connected host's canary (same code judged against itself)."""
     now = timezone.now()
-    rows = [(row, row.oldest_wait_s(now)) for row in selectors.queue_rows()]
-    return render(request, "ops/queue.html", {"rows": rows})
+    rows = selectors.queue_rows()
+    hosts = canaries.host_readings({row.profile for row in rows}, now=now.timestamp())
+    return render(
+        request,
+        "ops/queue.html",
+        {"rows": [(row, row.oldest_wait_s(now), hosts[row.profile]) for row in rows]},
+    )
 
 
 @never_cache

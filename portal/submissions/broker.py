@@ -108,3 +108,20 @@ def worker_missing(profile: str, *, now: float | None = None) -> bool:
     last = seen[profile]
     now = time.time() if now is None else now
     return last is None or last < now - 3 * settings.PKB_HEARTBEAT_S
+
+
+def live_canaries(profiles: set[str], *, now: float | None = None) -> dict[str, dict] | None:
+    """Per profile, each connected worker's (a heartbeat within three) last canary reading
+    as stored, None where it has none; None when the broker cannot say."""
+    now = time.time() if now is None else now
+    since = now - 3 * settings.PKB_HEARTBEAT_S
+    try:
+        return {
+            p: liveness.canary_readings(
+                client(), p, liveness.live_workers(client(), p, since=since)
+            )
+            for p in sorted(profiles)
+        }
+    except liveness.ERRORS as exc:
+        logger.warning("cannot ask the broker for canary readings: %s", exc)
+        return None

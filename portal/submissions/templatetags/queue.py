@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import template
 
+from portal.ops import canaries
+from portal.ops.canaries import HostReading
 from portal.submissions import broker
 
 register = template.Library()
@@ -14,3 +16,10 @@ def worker_missing(profile: str) -> bool:
     """True when no worker of the hardware profile is connected (no heartbeat of one for
     three heartbeats); False when there is one, or when the broker cannot say."""
     return broker.worker_missing(profile)
+
+
+@register.simple_tag
+def canary_held_back(profile: str) -> list[HostReading]:
+    """The profile's connected hosts when every one reads out of bounds (its canary), so
+    none takes work; empty otherwise."""
+    return canaries.held_back(profile)

@@ -1,0 +1,187 @@
+"""The canary: same code judged against itself by real gloo ranks reads in bounds and is
+reported to the real Redis; a slowed copy of the reference reads out of bounds; the
+bounds themselves, on numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from evaluator.host import canary, liveness
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import SettingsError, load_settings
+from evaluator.judge.canary import CaseReading, Reading, judge_same_code, within_bounds
+from tests.evaluator.scratch import reachable_folder
+
+# The reference, 10 ms slower a call: a real bundle whose pairs read far below 1.00.
+SLOWED = """
+import time
+
+from problems.collective.all_reduce import solution as reference
+
+
+def solution(x):
+    time.sleep(0.01)
+    return reference(x)
+"""
+READING_WITHIN_S = 180
+
+
+class RecordingGate:
+    """Stands in for Celery's consumer (tests/integration/test_canary_worker.py has a real one)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+
+
+@pytest.fixture
+def broker() -> Iterator[redis.Redis]:
+    client = liveness.client(os.environ.get("PKB_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    yield client
+    keys = list(client.scan_iter("pkb:canary:*"))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def scratch(monkeypatch) -> Iterator[Path]:
+    with reachable_folder("canary") as folder:
+        # The judging child reads the worker's environment.
+        monkeypatch.setenv("PKB_PROFILE", "cpu")
+        monkeypatch.setenv("PKB_SEED_SECRET", "canary-secret-0123456789")
+        monkeypatch.setenv("PKB_SCRATCH_DIR", str(folder))
+        yield folder
+
+
+def test_same_code_reads_in_bounds_on_cpu_and_the_worker_reports_it(broker, scratch):
+    plan = canary.canary_plan({}, "gloo")
+    watch = canary.Watch(
+        plan=plan,
+        profile=get_profile("cpu"),
+        worker="pkb-cpu@test",
+        broker=lambda: broker,
+        scratch_dir=scratch,
+        is_busy=lambda: False,
+    )
+    gate = RecordingGate()
+    watch.attach(gate)
+    assert gate.calls == ["pause"]  # no work before the first reading
+    deadline = time.monotonic() + READING_WITHIN_S
+    while watch.last is None and time.monotonic() < deadline:
+        watch.tick()
+        time.sleep(0.2)  # the child judges meanwhile; tick only polls it
+    assert watch.last is not None, "no reading within the deadline"
+    assert watch.last["in_bounds"] is True, watch.last
+    assert gate.calls == ["pause", "resume"]
+    [case] = watch.last["cases"]
+    assert case["case"] == "n=16384" and case["pairs"] >= 8
+    assert case["low"] <= 1.0 <= case["high"]
+    assert abs(case["median"] - 1.0) <= plan.tolerance == 0.5
+    stored = liveness.canary_readings(broker, "cpu", ["pkb-cpu@test"])["pkb-cpu@test"]
+    assert stored == json.loads(json.dumps(watch.last))
+    assert stored["host"] and stored["out_since"] is None
+    assert 0 < broker.ttl(liveness.canary_key("cpu", "pkb-cpu@test")) <= plan.ttl_s
+    assert not list(scratch.glob("pkb-canary-*"))  # the child's folder is gone
+
+
+def test_a_slowed_copy_of_the_reference_reads_out_of_bounds(scratch):
+    settings = load_settings()
+    profile = dataclasses.replace(get_profile("cpu"), world_size=2)
+    reading = judge_same_code(profile=profile, settings=settings, candidate_source=SLOWED)
+    assert not reading.error
+    [case] = reading.cases
+    assert case.median < 0.5 and case.high < 1.0
+    assert reading.in_bounds is False
+
+
+def test_an_out_of_bounds_reading_keeps_the_worker_off_work_until_one_reads_in_bounds(
+    broker, tmp_path
+):
+    plan = canary.CanaryPlan(interval_s=1800, recheck_s=300, tolerance=0.05)
+    watch = canary.Watch(
+        plan=plan,
+        profile=get_profile("h200x2"),
+        worker="pkb-h200x2@gpu-1",
+        broker=lambda: broker,
+        scratch_dir=tmp_path,
+    )
+    gate = RecordingGate()
+    watch.attach(gate)
+    slow = Reading([CaseReading("n=65536", 0.93, 0.91, 0.95, 10)], tolerance=0.05)
+    watch.conclude(slow.to_json())
+    first = watch.last
+    watch.conclude(slow.to_json())
+    assert gate.calls == ["pause"] and watch.paused
+    assert watch.last["in_bounds"] is False
+    assert watch.last["out_since"] == first["judged_at"]  # since the first of the streak
+    assert watch.last["next_at"] - watch.last["judged_at"] == pytest.approx(300)
+    sound = Reading([CaseReading("n=65536", 1.01, 0.98, 1.03, 10)], tolerance=0.05)
+    watch.conclude(sound.to_json())
+    assert gate.calls == ["pause", "resume"] and not watch.paused
+    assert watch.last["out_since"] is None
+    assert watch.last["next_at"] - watch.last["judged_at"] == pytest.approx(1800)
+
+
+def test_a_canary_that_falls_due_during_an_evaluation_waits_for_it(tmp_path):
+    busy = [True]
+    watch = canary.Watch(
+        plan=canary.CanaryPlan(interval_s=60, recheck_s=60, tolerance=0.5),
+        profile=get_profile("cpu"),
+        worker="w",
+        broker=lambda: None,
+        scratch_dir=tmp_path,
+        is_busy=lambda: busy[0],
+    )
+    watch.paused = False
+    gate = RecordingGate()
+    watch.attach(gate)
+    watch.tick()  # due: no new work, but the running evaluation goes on
+    assert gate.calls == ["resume", "pause"] and watch.child is None
+
+
+@pytest.mark.parametrize(
+    ("median", "low", "high", "inside"),
+    [
+        (1.01, 0.97, 1.04, True),
+        (1.04, 0.99, 1.09, True),
+        (0.94, 0.90, 1.01, False),  # the interval covers 1.00, the median strays 6%
+        (1.02, 1.01, 1.03, False),  # within 5%, but the interval misses 1.00
+        (0.50, 0.45, 0.55, False),
+    ],
+)
+def test_bounds_on_gpus(median, low, high, inside):
+    cases = [CaseReading("n=65536", median, low, high, 10)]
+    assert within_bounds(cases, 0.05) is inside
+    assert Reading(cases, tolerance=0.05).in_bounds is inside
+
+
+def test_a_reading_without_cases_or_with_an_error_is_out_of_bounds():
+    assert Reading([], tolerance=0.05).in_bounds is False
+    good = [CaseReading("n=65536", 1.0, 0.99, 1.01, 10)]
+    assert Reading(good, tolerance=0.05, error="the evaluator failed").in_bounds is False
+
+
+def test_canary_settings_fail_loudly():
+    assert canary.canary_plan({}, "nccl") == canary.CanaryPlan(1800, 300, 0.05)
+    assert canary.canary_plan({"PKB_CANARY_TOLERANCE": "0.1"}, "gloo").tolerance == 0.1
+    for env in (
+        {"PKB_CANARY_INTERVAL_S": "-1"},
+        {"PKB_CANARY_INTERVAL_S": "half an hour"},
+        {"PKB_CANARY_RECHECK_S": "0"},
+        {"PKB_CANARY_TOLERANCE": "nan"},
+    ):
+        with pytest.raises(SettingsError):
+            canary.canary_plan(env, "nccl")
