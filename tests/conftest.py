@@ -9,3 +9,8 @@ import os
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+# Workers the suite starts take work at once: a canary at start would delay each by a
+# CPU reading, and one out of bounds on a loaded machine would hold its queue for minutes.
+# The canary's own tests turn it on (tests/evaluator/test_canary.py,
+# tests/integration/test_canary_worker.py).
+os.environ.setdefault("PKB_CANARY_INTERVAL_S", "0")

@@ -66,6 +66,7 @@ def test_the_queue_shows_depth_and_oldest_wait_per_profile(client):
         "queued": 0,
         "running": 0,
         "oldest_wait_s": None,
+        "hosts": [],  # connected hosts and their canaries (test_canaries.py)
     }
 
     page = client.get(reverse("ops:queue")).content.decode()
