@@ -95,7 +95,7 @@ class ProblemAdmin(admin.ModelAdmin):
     def retire(self, request, queryset):
         self._set_status(request, queryset, Problem.Status.RETIRED)
 
-    @admin.action(description="Re-evaluate every team's best submission of selected problems")
+    @admin.action(description="Re-evaluate every team's newest submission of selected problems")
     def reevaluate(self, request, queryset):
         total = 0
         for problem in queryset:

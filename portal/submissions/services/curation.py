@@ -38,22 +38,22 @@ def submission_reinstate(*, submission: Submission) -> bool:
     )
 
 
-def _rank(status: str, flags: list, speedup: float | None, finished_at: datetime) -> tuple:
-    # A trusted pass beats anything else, the faster the better and, at equal speed, the
-    # earlier; without a pass, the latest attempt is the team's best guess.
+def _rank(status: str, flags: list, created_at: datetime, finished_at: datetime) -> tuple:
+    # The boards count a team's newest code (portal/leaderboard/scoring.py): its newest
+    # trusted pass is the one to judge again, however fast an older one was; without a pass,
+    # the latest attempt is the team's best guess.
     if status == ProblemResult.Status.PASSED and not flags:
-        return (1, speedup or 0.0, -finished_at.timestamp())
-    return (0, 0.0, finished_at.timestamp())
+        return (1, created_at.timestamp())
+    return (0, finished_at.timestamp())
 
 
 def problem_best_submissions(*, problem: Problem) -> list[Submission]:
-    """Per team and hardware profile, its best finished submission that tried the problem,
-    and its best one judged against an older version of the problem when that is another
-    (disqualified ones left out: they never rank). Examples count apart, per label: an
-    example never stands for its team's best, and its own best stays current too.
+    """Per team and hardware profile, the finished submission whose code counts on the
+    problem: its newest trusted pass, stale or not (disqualified ones left out: they never
+    rank). Examples count apart, per label: an example never stands for its team's code.
 
-    A stale result no longer ranks; without the second, a team whose best is a new, slower
-    pass would never see its faster old one judged again.
+    Judging an older, faster pass again instead would bring back, at the problem's new
+    version, code that the team's newer code replaced on the boards.
     """
     rows = ProblemResult.objects.filter(
         problem=problem,
@@ -67,26 +67,21 @@ def problem_best_submissions(*, problem: Problem) -> list[Submission]:
         "submission__profile",
         "status",
         "flags",
-        "speedup",
+        "submission__created_at",
         "submission__finished_at",
-        "problem_version",
     )
-    best: dict[tuple[int | str, str, bool], tuple[tuple, int]] = {}
-    for sid, team_id, label, profile, status, flags, speedup, finished_at, version in rows:
-        rank = _rank(status, flags, speedup, finished_at or timezone.now())
-        owner = label or team_id
-        keys = [(owner, profile, False)]
-        if version != problem.version:
-            keys.append((owner, profile, True))  # also the best among the stale ones
-        for key in keys:
-            if key not in best or rank > best[key][0]:
-                best[key] = (rank, sid)
+    best: dict[tuple[int | str, str], tuple[tuple, int]] = {}
+    for sid, team_id, label, profile, status, flags, created_at, finished_at in rows:
+        rank = (*_rank(status, flags, created_at, finished_at or timezone.now()), sid)
+        key = (label or team_id, profile)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, sid)
     ids = {sid for _, sid in best.values()}
     return list(Submission.objects.filter(pk__in=ids).order_by("pk"))
 
 
 def problem_reevaluate(*, problem: Problem, reason: str) -> list[int]:
-    """Queue each team's best submission of the problem again (a new attempt of the same
+    """Queue each team's counted submission of the problem again (a new attempt of the same
     submission, so its results are replaced, not doubled); returns the requeued ids."""
     requeued = [
         submission.pk

@@ -89,14 +89,14 @@ def test_an_unknown_hardware_profile_is_refused(client, admin, problems):
     assert problem.profiles == []
 
 
-def test_reevaluation_requeues_each_teams_best_submission_and_logs_it(
+def test_reevaluation_requeues_each_teams_newest_submission_and_logs_it(
     client, admin, team, charlie_team, problems, sent, django_capture_on_commit_callbacks
 ):
     problem = problems["all-reduce"]
-    best = SubmissionFactory(team=team, done=True)
-    ProblemResultFactory(submission=best, problem=problem, speedup=4.0)
-    slower = SubmissionFactory(team=team, done=True)
-    ProblemResultFactory(submission=slower, problem=problem, speedup=1.1)
+    older = SubmissionFactory(team=team, done=True)  # older code: the newest counts
+    ProblemResultFactory(submission=older, problem=problem, speedup=4.0)
+    newest = SubmissionFactory(team=team, done=True)
+    ProblemResultFactory(submission=newest, problem=problem, speedup=1.1)
     theirs = SubmissionFactory(team=charlie_team, done=True)
     ProblemResultFactory(submission=theirs, problem=problem, speedup=2.0)
     Problem.objects.filter(pk=problem.pk).update(version=3)
@@ -106,13 +106,13 @@ def test_reevaluation_requeues_each_teams_best_submission_and_logs_it(
             CHANGELIST, {"action": "reevaluate", "_selected_action": [problem.pk]}
         )
     assert response.status_code == 302
-    assert sorted(r.submission_id for r, _ in sent) == sorted([best.pk, theirs.pk])
-    best.refresh_from_db()
-    assert best.status == Submission.Status.QUEUED
-    assert best.reason == "Re-evaluated by admin: all-reduce is at version 3."
-    slower.refresh_from_db()
-    assert slower.status == Submission.Status.DONE
-    ids = ", ".join(f"#{pk}" for pk in sorted([best.pk, theirs.pk]))
+    assert sorted(r.submission_id for r, _ in sent) == sorted([newest.pk, theirs.pk])
+    newest.refresh_from_db()
+    assert newest.status == Submission.Status.QUEUED
+    assert newest.reason == "Re-evaluated by admin: all-reduce is at version 3."
+    older.refresh_from_db()
+    assert older.status == Submission.Status.DONE
+    ids = ", ".join(f"#{pk}" for pk in sorted([newest.pk, theirs.pk]))
     assert _log(problem) == [f"Re-evaluation queued: submissions {ids}."]
 
 

@@ -76,8 +76,8 @@ def test_reevaluation_brings_the_teams_back_once_rejudged(
     team, charlie_team, problems, sent, django_capture_on_commit_callbacks
 ):
     problem = problems["all-reduce"]
-    mine = _passed(team, problem, speedup=3.0)
     _passed(team, problem, speedup=1.2)
+    mine = _passed(team, problem, speedup=3.0)  # the newest code counts
     theirs = _passed(charlie_team, problem, speedup=2.0)
     _bump(problem)
     with django_capture_on_commit_callbacks(execute=True):
@@ -136,15 +136,20 @@ def test_a_submission_queued_before_versions_were_recorded_gets_the_current_one(
     assert _board() == {"Alice's Kernels": 1}
 
 
-def test_a_team_whose_best_is_fresh_gets_its_best_stale_submission_judged_too(team, problems):
+def test_a_team_whose_newest_code_is_fresh_gets_no_older_code_judged_again(team, problems):
     problem = problems["all-reduce"]
-    _passed(team, problem, speedup=1.5)  # stale, slower
-    stale_best = _passed(team, problem, speedup=4.0)
+    _passed(team, problem, speedup=4.0)  # stale, faster, older code
     _bump(problem)
-    fresh = _passed(team, problem, speedup=5.0)
-    assert problem_best_submissions(problem=problem) == sorted(
-        [stale_best, fresh], key=lambda s: s.pk
-    )
+    fresh = _passed(team, problem, speedup=1.5)
+    assert problem_best_submissions(problem=problem) == [fresh]
+
+
+def test_a_team_whose_newest_code_is_stale_gets_it_judged_again(team, problems):
+    problem = problems["all-reduce"]
+    _passed(team, problem, speedup=4.0)
+    newest = _passed(team, problem, speedup=1.5)
+    _bump(problem)
+    assert problem_best_submissions(problem=problem) == [newest]
 
 
 def test_a_team_with_only_stale_results_is_requeued(team, problems):
