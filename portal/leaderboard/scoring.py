@@ -59,6 +59,7 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # The rule in one sentence, said once on each surface: the leaderboard page, the API's
 # schema, and pkb's board.
@@ -75,10 +76,11 @@ CURVE_MAX_P = 4.0
 SortKey = tuple[float, float, float]
 
 
-@dataclass(frozen=True)
-class Solved:
+class Solved(NamedTuple):
     """One counted result: its speedup (None: passed without a timing), weight, roofline
-    fraction and the speedup's interval (None: a host that reported none)."""
+    fraction and the speedup's interval (None: a host that reported none). A named tuple:
+    a board makes one per team and problem (33,000 at 1,000 teams), and a tuple is made
+    several times faster than a frozen dataclass."""
 
     speedup: float | None
     weight: float = 1.0

@@ -15,8 +15,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db.models import Case, CharField, F, QuerySet, Value, When, Window
 from django.db.models.functions import Cast, Concat, FirstValue
@@ -29,9 +29,9 @@ NUMBERS = ("speedup", "speedup_low", "speedup_high", "roofline", "time_us", "ref
 Draw = tuple[float | None, ...]
 
 
-@dataclass(frozen=True)
-class Counted:
-    """The counted result of a team (or an example label) on one problem."""
+class Counted(NamedTuple):
+    """The counted result of a team (or an example label) on one problem. A named tuple,
+    for the same reason as `Solved`."""
 
     team_id: int | None  # None for an example's
     label: str  # the example's label; empty for a team's
@@ -101,14 +101,20 @@ def _group_expressions() -> dict:
 
 
 def _newest_code_pools(results: QuerySet) -> QuerySet:
-    """The rows of `results` in the pool of their group's newest code, one query."""
+    """The rows of `results` in the pool of their group's newest code, with the id of that
+    newest submission; one query."""
     groups = _group_expressions()
-    newest = Window(
-        FirstValue(groups["pool_code"]),
-        partition_by=[groups["pool_team"], groups["pool_label"], F("problem_id")],
-        order_by=[F("submission__created_at").desc(), F("submission_id").desc()],
-    )
-    return results.annotate(**groups, newest_code=newest).filter(pool_code=F("newest_code"))
+
+    def newest(expression) -> Window:
+        return Window(
+            FirstValue(expression),
+            partition_by=[groups["pool_team"], groups["pool_label"], F("problem_id")],
+            order_by=[F("submission__created_at").desc(), F("submission_id").desc()],
+        )
+
+    return results.annotate(
+        **groups, newest_code=newest(groups["pool_code"]), newest_id=newest(F("submission_id"))
+    ).filter(pool_code=F("newest_code"))
 
 
 _COLUMNS = (
@@ -121,8 +127,7 @@ _COLUMNS = (
     "problem__category",
     "problem__weight",
     "run_count",
-    "submission_id",
-    "submission__created_at",
+    "newest_id",
     "submission__finished_at",
     *NUMBERS,
 )
@@ -170,31 +175,35 @@ def counted_results(results: QuerySet) -> list[Counted]:
         pools[(row[1], row[2], row[5])].append(row)
     counted = []
     for members in pools.values():
-        newest = max(members, key=lambda row: (row[10], row[9]))
-        # The pool reached the board when its code first finished judging: adding draws of
-        # the same code later does not make the team a later arrival in a tie.
-        finished = [row[11] for row in members if row[11] is not None]
-        draws = [d for row in members for d in draws_of(row[0], tuple(row[12:]), row[8], runs)]
-        team_id, label, name, slug, problem_id, category, weight = newest[1:8]
-        speedup, low, high, roofline, time_us, ref_time_us = pooled(draws)
+        first = members[0]
+        team_id, label, name, slug, problem_id, category, weight, run_count, newest = first[1:10]
+        if len(members) == 1 and run_count <= 1:  # most pools: one result judged once
+            numbers, runs_in_pool, reached_at = first[11:], 1, first[10]
+        else:
+            draws = [d for row in members for d in draws_of(row[0], row[11:], row[8], runs)]
+            numbers, runs_in_pool = pooled(draws), len(draws)
+            # The pool reached the board when its code first finished judging: more draws
+            # of the same code later do not make the team a later arrival in a tie.
+            reached_at = min((row[10] for row in members if row[10] is not None), default=None)
+        speedup, low, high, roofline, time_us, ref_time_us = numbers
         counted.append(
             Counted(
-                team_id=team_id,
-                label=label,
-                team_name=name if team_id is not None else label,
-                team_slug=slug if team_id is not None else "",
-                problem_id=problem_id,
-                category=category,
-                weight=weight,
-                speedup=speedup,
-                speedup_low=low,
-                speedup_high=high,
-                roofline=roofline,
-                time_us=time_us,
-                ref_time_us=ref_time_us,
-                run_count=len(draws),
-                submission_id=newest[9],
-                reached_at=min(finished, default=None),
+                team_id,
+                label,
+                name if team_id is not None else label,
+                slug if team_id is not None else "",
+                problem_id,
+                category,
+                weight,
+                speedup,
+                low,
+                high,
+                roofline,
+                time_us,
+                ref_time_us,
+                runs_in_pool,
+                newest,
+                reached_at,
             )
         )
     return counted
