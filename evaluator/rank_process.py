@@ -65,12 +65,14 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
     """Everything before the first command; the rank's device."""
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
     die_with_parent()
+    # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
+    # for bundle code. Candidates too, so that both runners of a rank pay the same: the
+    # kernel may flush branch predictors on a switch into a non-dumpable task, and a
+    # runner that did not pay it read a few % faster than the same code that did.
+    sandbox.not_dumpable()
     if untrusted:
         scrub_environment(setup.env)
     else:
-        # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
-        # for bundle code.
-        sandbox.not_dumpable()
         os.environ.update(setup.env)
     if setup.log_path:
         confine_output(setup.log_path)
@@ -85,17 +87,52 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
 
 
 def cores_for(kind: str, rank: int, world_size: int, backend: str) -> tuple[int, ...]:
-    """Where a rank runs on a GPU host with two cores a rank to spare besides one for the
-    evaluating process: the reference's and the candidate's runners of a rank on one core
-    (they never run at once; sharing one puts both in the same speed phases of the host,
-    as a probe on one H100 showed), its judge on the next (it polls while a runner works).
-    Elsewhere (CPU hosts: ranks outnumber cores) anywhere. Not enforced: a process may
-    move its own threads (NCCL's and CUDA's do, so a check of every thread's affinity
-    flagged honest code on one H100); a cgroup's cpuset would make it a wall."""
+    """Where a rank runs on a GPU host with two physical cores a rank to spare besides one
+    for the evaluating process: the reference's and the candidate's runners of a rank on
+    one core (they never run at once; sharing one puts both in the same speed phases of
+    the host, as a probe on one H100 showed), its judge on another physical core (it
+    polls while a runner works: on the runners' hyperthread sibling it would slow them).
+    Logical CPUs where the host shows no topology or too few cores; elsewhere (CPU hosts:
+    ranks outnumber cores) anywhere. Not enforced: a process may move its own threads
+    (NCCL's and CUDA's do, so a check of every thread's affinity flagged honest code on
+    one H100); a cgroup's cpuset would make it a wall."""
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if backend != "nccl" or len(cpus) < 2 * world_size + 1:
+    if backend != "nccl":
         return ()
-    return (cpus[1 + 2 * rank + (kind != "judge")],)
+    slot = 1 + 2 * rank + (kind != "judge")
+    cores = physical_cores(cpus)
+    if len(cores) >= 2 * world_size + 1:
+        return (cores[slot][0],)
+    if len(cpus) >= 2 * world_size + 1:
+        return (cpus[slot],)
+    return ()
+
+
+def physical_cores(cpus: list[int], root: str = "/sys/devices/system/cpu") -> list[list[int]]:
+    """`cpus` grouped by physical core (hyperthread siblings together), in order; [] when
+    the host does not say."""
+    cores: dict[tuple[int, ...], list[int]] = {}
+    allowed = set(cpus)
+    for cpu in cpus:
+        try:
+            text = Path(f"{root}/cpu{cpu}/topology/thread_siblings_list").read_text()
+        except OSError:
+            return []
+        siblings = tuple(sorted(c for c in _cpu_list(text) if c in allowed)) or (cpu,)
+        cores.setdefault(siblings, []).append(cpu)
+    return list(cores.values())
+
+
+def _cpu_list(text: str) -> list[int]:
+    """A kernel CPU list ("0-1", "0,16", "2-3,18-19") as numbers."""
+    found: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            low, high = part.split("-", 1)
+            found.extend(range(int(low), int(high) + 1))
+        elif part.strip():
+            found.append(int(part))
+    return found
 
 
 def scrub_environment(extra: dict[str, str]) -> None:

@@ -46,10 +46,13 @@ log = logging.getLogger(__name__)
 # The candidate's whole source: the reference itself, imported as bundle code.
 REFERENCE_SOURCE = "from problems.collective.all_reduce import solution  # noqa: F401\n"
 SLUG = "canary-all-reduce"  # not the catalog's slug: private eval cases never resize it
-# bf16 elements on GPUs: 128 KiB is launch-bound, 128 MiB bandwidth-bound (the size the
-# links' bus bandwidth was measured at, docs/architecture.md). On CPU one float32 case:
-# a development host's reading must take seconds.
-GPU_SIZES = (1 << 16, 1 << 26)
+# bf16 elements on GPUs: 128 MiB, bandwidth-bound (the size the links' bus bandwidth was
+# measured at, docs/architecture.md). Not a launch-bound size: there the same code still
+# reads up to 1.10x against itself on a sound H100 (a harness bias under study,
+# docs/measurements/2026-11-25-repeatable-pairs.md), and a canary that tripped on it would
+# take sound hosts out of service. On CPU one float32 case: a development host's reading
+# must take seconds.
+GPU_SIZES = (1 << 26,)
 CPU_SIZES = (1 << 14,)
 # Calls per round: on GPUs the evaluator's own (500 / 10); on CPU more than its 7, which
 # left same-code medians of 0.47-1.46x on the shared 2-core machine, where 50 read
@@ -58,8 +61,8 @@ CALLS_PER_ROUND = 50
 # Pairs per case, at least: at 8 the judge's 95% interval is the pairs' range (coverage
 # 99.2%), so a sound host reads outside it by chance less than once in a hundred.
 LEAST_PAIRS = 8
-# How far the median may stray from 1.00: GPUs read same code within a few percent
-# (docs/measurements/2026-11-25-trusted-judging-h100.md). gloo ranks sharing two cores with
+# How far the median may stray from 1.00: GPUs read same code at bandwidth-bound sizes
+# within 2% (docs/measurements/2026-11-25-repeatable-pairs.md). gloo ranks sharing two cores with
 # other work stray by a third (above): a CPU host's canary catches gross faults only.
 TOLERANCE = {"gloo": 0.5, "nccl": 0.05}
 

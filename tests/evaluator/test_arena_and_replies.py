@@ -165,3 +165,26 @@ def test_ranks_are_pinned_only_where_two_cores_a_rank_are_spare(monkeypatch):
     assert cores["reference"] == cores["candidate"] == [(2,), (4,), (6,), (8,)]
     assert cores["judge"] == [(1,), (3,), (5,), (7,)]
     assert rank_process.cores_for("judge", 0, 8, "nccl") == ()  # 17 cores needed
+
+
+def test_a_judge_never_shares_a_physical_core_with_its_runners(monkeypatch, tmp_path):
+    """Hyperthread siblings (as the kernel lists them) are one core: the judge, polling
+    while a runner works, goes to another physical core."""
+
+    from evaluator import rank_process
+
+    for cpu in range(8):  # cores of two threads each: (0, 4), (1, 5), (2, 6), (3, 7)
+        topology = tmp_path / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "thread_siblings_list").write_text(f"{cpu % 4},{cpu % 4 + 4}\n")
+    cores = rank_process.physical_cores(list(range(8)), root=str(tmp_path))
+    assert cores == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert rank_process._cpu_list("2-3,18-19\n") == [2, 3, 18, 19]
+    monkeypatch.setattr(rank_process.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(rank_process, "physical_cores", lambda cpus: [list(c) for c in cores])
+    # One rank: evaluator on core 0, judge on core 1, runners on core 2 (cpu 2, not 5).
+    assert rank_process.cores_for("judge", 0, 1, "nccl") == (1,)
+    assert rank_process.cores_for("candidate", 0, 1, "nccl") == (2,)
+    # Two ranks need five cores of four: logical CPUs then, as without a topology.
+    assert rank_process.cores_for("judge", 1, 2, "nccl") == (3,)
+    assert rank_process.cores_for("reference", 1, 2, "nccl") == (4,)
