@@ -208,11 +208,11 @@ class ProblemRun:
         return max(1, math.ceil(self.settings.iters / self.settings.rounds))
 
     def _checked_calls(self, calls: int) -> dict[int, list[int]]:
-        """Timed calls whose outputs the judges check, by pair: the last call of the
-        settling pair and of the last of the first `rounds` pairs, and others drawn at
-        random over those pairs, here, where no runner sees the draw (the judges copy
-        those outputs before their stop stamps, so nothing a runner can observe depends
-        on the draw but the time of a copy it cannot see). Pairs past `rounds` (`_more`)
+        """Timed calls whose outputs the judges check, by pair: the last call of the last
+        of the first `rounds` pairs, and others drawn at random over those pairs, here,
+        where no runner sees the draw (the judges copy those outputs before their stop
+        stamps, so nothing a runner can observe depends on the draw but the time of a copy
+        it cannot see). Pairs past `rounds` (`_more`)
         check their last call and one drawn call each."""
         rounds = self.settings.rounds
         others = [(k, i) for k in range(rounds) for i in range(calls)][:-1]

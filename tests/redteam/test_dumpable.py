@@ -8,12 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from evaluator.contract import ProblemStatus, ResultFlag
-from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
-from evaluator.intake.bundle import read_bundle
-from evaluator.judge.evaluate import evaluate_bundle
-from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.judging import judge_files
 from tests.redteam import attacks
 
 DUMPABLE_AGAIN = """
@@ -51,15 +47,8 @@ def test_a_runner_made_dumpable_again_is_flagged_and_the_next_is_not():
         rounds=1,
         problem_timeout_s=30,
     )
-    with reachable_folder("dumpable") as scratch_dir:
-        again, reports = evaluate_bundle(
-            read_bundle("d.zip", make_zip(files), known_slugs=catalog),
-            slugs=list(catalog),
-            profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-            settings=dataclasses.replace(settings, scratch_dir=scratch_dir),
-            evaluation_id="dumpable",
-            problems=catalog,
-        )[0]
+    results = judge_files(files, catalog, settings, "dumpable")
+    again, reports = results["rt-dumpable"], results["rt-reports"]
     assert again.status == ProblemStatus.PASSED, again.message
     assert again.flags == [str(ResultFlag.TAMPERED)]
     assert "prctl.PR_SET_DUMPABLE" in again.message

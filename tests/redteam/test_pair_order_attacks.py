@@ -17,12 +17,8 @@ import dataclasses
 import pytest
 
 from evaluator.contract import ProblemStatus
-from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
-from evaluator.intake.bundle import read_bundle
-from evaluator.judge.evaluate import evaluate_bundle
-from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.judging import judge_files
 from tests.redteam import attacks
 
 # Settings below: 1 trial call, then pairs of a 2-call warm-up and a 3-call timed round.
@@ -77,16 +73,7 @@ def judged():
         timed_checks=6,  # every timed call is checked
         problem_timeout_s=30,
     )
-    with reachable_folder("pair-order") as scratch_dir:
-        results, _ = evaluate_bundle(
-            read_bundle("order.zip", make_zip(files), known_slugs=catalog),
-            slugs=list(catalog),
-            profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-            settings=dataclasses.replace(settings, scratch_dir=scratch_dir),
-            evaluation_id="pair-order",
-            problems=catalog,
-        )
-    return {r.slug: r for r in results}
+    return judge_files(files, catalog, settings, "pair-order")
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))

@@ -1,0 +1,34 @@
+"""Judge a bundle of test files with the whole evaluator on CPU ranks over gloo."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from evaluator.contract import ProblemResult
+from evaluator.host.profiles import get_profile
+from evaluator.host.settings import Settings
+from evaluator.intake.bundle import read_bundle
+from evaluator.judge.evaluate import evaluate_bundle
+from problems.spec import Problem
+from tests.evaluator.archives import make_zip
+from tests.evaluator.scratch import reachable_folder
+
+
+def judge_files(
+    files: dict[str, str],
+    catalog: dict[str, Problem],
+    settings: Settings,
+    name: str,
+    world_size: int = 2,
+) -> dict[str, ProblemResult]:
+    """Each problem's result, by slug, in a scratch folder bundle code can reach."""
+    with reachable_folder(name) as scratch_dir:
+        results, _ = evaluate_bundle(
+            read_bundle(f"{name}.zip", make_zip(files), known_slugs=catalog),
+            slugs=list(catalog),
+            profile=dataclasses.replace(get_profile("cpu"), world_size=world_size),
+            settings=dataclasses.replace(settings, scratch_dir=scratch_dir),
+            evaluation_id=name,
+            problems=catalog,
+        )
+    return {r.slug: r for r in results}
