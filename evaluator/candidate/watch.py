@@ -14,8 +14,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.host import sandbox
-
 _WATCHED: list[tuple[Any, str, Any]] = [
     (time, "perf_counter", time.perf_counter),
     (time, "perf_counter_ns", time.perf_counter_ns),
@@ -37,14 +35,9 @@ def watch(owner: Any, name: str) -> None:
 
 
 def tampering() -> list[str]:
-    """The watched attributes that no longer hold their original value, and the process's
-    dumpable flag if bundle code set it again (rank_process.start clears it in every
-    runner alike: a runner that sets it back escapes what the kernel charges the other)."""
-    found = [
+    """The watched attributes that no longer hold their original value."""
+    return [
         f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
         for owner, name, original in _WATCHED
         if getattr(owner, name, None) is not original
     ]
-    if sandbox.is_dumpable():
-        found.append("prctl.PR_SET_DUMPABLE")
-    return found
