@@ -293,7 +293,8 @@ class ProblemRun:
         and of the reference's runner's harness alone (the tare), and the calls they made
         (with `fit`, the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
         order: dict[str, Any] = {"case": case.to_json(), "seeds": seeds, "checked": checked}
-        order.update(warmup=warmup, tare=timed, first=first, fit=fit)
+        # The settling pair's times are not kept: no tare for it either.
+        order.update(warmup=warmup, tare=timed and not fit, first=first, fit=fit)
         began = time.monotonic()
         replies = sorted(self._command({"judge": ("pair", order)}), key=lambda r: r.rank)
         # The reference's rounds are not the candidate's time: give them back.

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
-from dataclasses import dataclass, field
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,11 +30,20 @@ import torch
 
 from evaluator import rank_process
 from evaluator.candidate import arena
-from evaluator.candidate.arena import Slot
 from evaluator.judge import replies
 from evaluator.judge.compare import compare
 from evaluator.judge.link import Clock, RunnerGone, RunnerLink
-from evaluator.judge.replies import Output, ReplyError
+from evaluator.judge.replies import ReplyError
+from evaluator.judge.rounds import (
+    Round,
+    RunnerFailed,
+    Staged,
+    input_bytes,
+    input_slots,
+    ok,
+    rooms_after,
+    span,
+)
 from evaluator.rank_process import RankSetup, describe, reply
 from problems.spec import Case, InputContext, Problem
 
@@ -67,28 +75,6 @@ def judge_main(conn: Connection, setup: RankSetup) -> None:
         reply(conn, {"step": step, **judge.handle(op, payload)})
     with contextlib.suppress(Exception):
         torch.distributed.destroy_process_group()
-
-
-@dataclass
-class _Staged:
-    staging: torch.Tensor  # the judge's own: runners only ever see copies of it
-    layouts: list[dict[str, Any]]
-    end: int
-
-
-@dataclass
-class _Round:
-    seconds: float = 0.0
-    outputs: list[Output] = field(default_factory=list)  # per call (the reference's)
-    copies: dict[int, Any] = field(default_factory=dict)  # checked call -> its outputs
-    mismatches: dict[int, str] = field(default_factory=dict)  # the candidate's, per call
-    tampered: list[str] = field(default_factory=list)
-    outputs_by_call: dict[int, Output] = field(default_factory=dict)
-    rooms: list[tuple[int, int]] = field(default_factory=list)  # where the outputs went
-    # A candidate's round before the reference's: its reports, to hold against the
-    # reference's once it has run, and whether a room was short of what it reported.
-    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
-    short: bool = False
 
 
 class _Judge:
@@ -161,7 +147,7 @@ class _Judge:
         reference's warm-up round sizes the rounds: as many of `seeds` as `calls_for`
         allows (every judge the same number); the reply's "calls" says how many."""
         stages = [self.stage(case, warmup)] if warmup else []
-        warm: list[_Round] = []
+        warm: list[Round] = []
         if fit and stages:
             warm = [self.reference_round(case, stages[0], [])]
             seeds = seeds[: self.calls_for(stages[0], warm[0], len(seeds))]
@@ -181,7 +167,7 @@ class _Judge:
                 cands = self.candidate_rounds(stages, refs, plans)
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
-        except _Failed as failed:
+        except RunnerFailed as failed:
             return {**answer, "failure": failed.reply}
         answer["reference_s"] = refs[-1].seconds
         answer["candidate_s"] = cands[-1].seconds
@@ -192,8 +178,8 @@ class _Judge:
         return answer
 
     def candidate_rounds(
-        self, stages: list[_Staged], refs: list[_Round], plans: list[list[int]]
-    ) -> list[_Round]:
+        self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
+    ) -> list[Round]:
         """The candidate's rounds after the reference's: in the reference's rooms, each
         call's report held against the reference's, checked outputs read at its slots."""
         return [
@@ -202,8 +188,8 @@ class _Judge:
         ]
 
     def candidate_first(
-        self, case: Case, stages: list[_Staged], plans: list[list[int]]
-    ) -> tuple[list[_Round], list[_Round]]:
+        self, case: Case, stages: list[Staged], plans: list[list[int]]
+    ) -> tuple[list[Round], list[Round]]:
         """The candidate's rounds before the reference's. Its checked outputs are read,
         before the stop stamp, where its own report puts them, but only inside the room
         the judge gave (the report is checked against the room as the reference's is, so
@@ -231,7 +217,7 @@ class _Judge:
                     cand.copies.pop(call, None)
         return refs, cands
 
-    def calls_for(self, warm: _Staged, ref: _Round, asked: int) -> int:
+    def calls_for(self, warm: Staged, ref: Round, asked: int) -> int:
         """Timed calls per round: what the parent asked, fewer when the reference's warm-up
         says a round would last over ROUND_TARGET_S or its inputs exceed ROUND_BYTES, never
         fewer than MIN_CALLS. A round's fixed cost (messages, copies) is spread over its
@@ -245,7 +231,7 @@ class _Judge:
         torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
         return int(agreed.item())
 
-    def stage(self, case: Case, seeds: list[int]) -> _Staged:
+    def stage(self, case: Case, seeds: list[int]) -> Staged:
         """Every call's inputs, made here from their seeds, in one buffer of the arena's
         layout: a round then writes them all with one copy."""
         layouts, tensors, end = [], [], 0
@@ -255,36 +241,35 @@ class _Judge:
             tensors.append(items)
         staging = torch.empty(end, dtype=torch.uint8, device=self.device)
         for layout, items in zip(layouts, tensors, strict=True):
-            for slot, tensor in zip(_input_slots(layout), items, strict=True):
+            for slot, tensor in zip(input_slots(layout), items, strict=True):
                 arena.view(staging, slot).copy_(tensor)
-        return _Staged(staging, layouts, end)
+        return Staged(staging, layouts, end)
 
-    def reference_round(self, case: Case, staged: _Staged, checked: list[int]) -> _Round:
+    def reference_round(self, case: Case, staged: Staged, checked: list[int]) -> Round:
         """The reference's round; its outputs' rooms are sized from what it returned before
         (or twice its inputs), and grown and the round run again when they were short."""
         rooms = self.rooms_for(case, staged)
         for _ in range(MAX_ROOM_RETRIES):
             try:
                 done = self.round(self.reference, staged, rooms, checked)
-            except (_Failed, RunnerGone) as exc:
+            except (RunnerFailed, RunnerGone) as exc:
                 raise RuntimeError(f"the reference's runner failed: {exc}") from None
             need = max(out.need for out in done.outputs)
             if need:
-                rooms = _rooms(staged, 2 * need)
+                rooms = rooms_after(staged, 2 * need)
                 continue
-            largest = max((_span(out.slots) for out in done.outputs), default=0)
+            largest = max((span(out.slots) for out in done.outputs), default=0)
             self.largest_output[case.name] = max(self.largest_output.get(case.name, 0), largest)
-            done.rooms = rooms
             return done
         raise RuntimeError("the reference's outputs outgrew every room the judge gave them")
 
-    def rooms_for(self, case: Case, staged: _Staged) -> list[tuple[int, int]]:
+    def rooms_for(self, case: Case, staged: Staged) -> list[tuple[int, int]]:
         """Each call's room for its outputs, after the staged inputs: twice the largest
         output of the case so far, or twice the call's inputs, at least MIN_ROOM_BYTES."""
         room = max(MIN_ROOM_BYTES, 2 * self.largest_output.get(case.name, 0))
-        return _rooms(staged, max([room, *(2 * _input_bytes(x) for x in staged.layouts)]))
+        return rooms_after(staged, max([room, *(2 * input_bytes(x) for x in staged.layouts)]))
 
-    def tare(self, staged: _Staged, ref: _Round) -> float:
+    def tare(self, staged: Staged, ref: Round) -> float:
         """The reference's runner's round again on the same inputs, each call returning
         what the reference returned (already in the arena) instead of computing: what the
         harness alone costs, in the same arena, with the same copies and messages."""
@@ -293,20 +278,20 @@ class _Judge:
         echoes = [[out.kind, [s.to_json() for s in out.slots]] for out in ref.outputs]
         try:
             return self.round(self.reference, staged, rooms, [], echoes=echoes).seconds
-        except (_Failed, RunnerGone) as exc:
+        except (RunnerFailed, RunnerGone) as exc:
             raise RuntimeError(f"the reference's runner failed: {exc}") from None
 
     def round(
         self,
         link: RunnerLink,
-        staged: _Staged,
+        staged: Staged,
         rooms: list[tuple[int, int]],
         checked: list[int],
         *,
-        expected: _Round | None = None,
+        expected: Round | None = None,
         echoes: list[Any] | None = None,
         provisional: bool = False,
-    ) -> _Round:
+    ) -> Round:
         """One round of `link`'s runner on the staged inputs, between the judge's stamps.
 
         The reference's round (`expected` None) says what each call returned; the
@@ -324,24 +309,24 @@ class _Judge:
         ]
         for call, echo in zip(calls, echoes or [], strict=False):
             call["echo"] = echo
-        _ok(link.command("prepare", {"calls": calls}))
+        ok(link.command("prepare", {"calls": calls}))
         self.clock.barrier()
         self.clock.start()
         base[: staged.end].copy_(staged.staging)
         link.inputs_written()
-        answer = _ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
-        done = _Round(rooms=list(rooms))
-        read = self._provisional if provisional else self._read
+        answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
+        done = Round(rooms=list(rooms))
+        read = done.provisional if provisional else done.read
         try:
             found = replies.entries(answer, len(rooms))
             # Only the checked calls before the stop stamp: the rest of the reply is read
             # after it, for either runner alike.
             for i in checked:
-                read(done, base, i, found[i], rooms[i], expected)
+                read(base, i, found[i], rooms[i], expected)
             done.seconds = self.clock.stop()
             for i in range(len(rooms)):
                 if i not in checked:
-                    read(done, None, i, found[i], rooms[i], expected)
+                    read(None, i, found[i], rooms[i], expected)
             done.tampered = replies.tampered(answer)
         except ReplyError as exc:
             raise RunnerGone(f"replied with {exc}", protocol=True) from None
@@ -349,53 +334,8 @@ class _Judge:
             done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
         return done
 
-    def _read(
-        self,
-        done: _Round,
-        base: torch.Tensor | None,
-        call: int,
-        entry: dict[str, Any],
-        room: tuple[int, int],
-        expected: _Round | None,
-    ) -> None:
-        """One call's report; with `base`, a copy of its outputs too (a checked call)."""
-        if expected is None:
-            output = replies.reference_output(entry, *room)
-            done.outputs_by_call[call] = output
-        else:
-            output = expected.outputs[call]
-            why = replies.mismatch(entry, output)
-            if why:
-                done.mismatches[call] = why
-                return
-        if base is not None and not output.need:
-            _copy(done, base, call, output)
-
-    def _provisional(
-        self,
-        done: _Round,
-        base: torch.Tensor | None,
-        call: int,
-        entry: dict[str, Any],
-        room: tuple[int, int],
-        expected: _Round | None,
-    ) -> None:
-        """A candidate's report before the reference has run: kept to be compared, and
-        for a checked call its outputs copied from the slots it names inside its room.
-        A report that is no reference's report is left to the comparison (a wrong
-        answer, not a protocol error: a solution may return anything)."""
-        done.entries[call] = entry
-        try:
-            output = replies.reference_output(entry, *room)
-        except ReplyError:
-            return
-        if output.need:
-            done.short = True
-        elif base is not None:
-            _copy(done, base, call, output)
-
     def verdict(
-        self, case: Case, ref: _Round, cands: list[_Round], checked: list[int]
+        self, case: Case, ref: Round, cands: list[Round], checked: list[int]
     ) -> dict[str, Any]:
         """The first mismatch of any round (the candidate's own word: it returned something
         else than the reference), else the comparison of the timed round's checked calls."""
@@ -412,45 +352,3 @@ class _Judge:
             if got.max_abs_err >= worst["max_abs_err"]:
                 worst = {**got.__dict__, "output": i}
         return worst
-
-
-class _Failed(Exception):
-    def __init__(self, reply: dict[str, Any]) -> None:
-        super().__init__(reply.get("error", "failed"))
-        self.reply = reply
-
-
-def _failure(answer: dict[str, Any]) -> dict[str, Any]:
-    """A runner's failure as the parent shows it: strings only, capped."""
-    return {
-        key: str(answer.get(key, ""))[:limit]
-        for key, limit in (("phase", 16), ("error", 500), ("traceback", 8000))
-    }
-
-
-def _input_slots(layout: dict[str, Any]) -> list[Slot]:
-    return [Slot(v[1][0], v[1][1], tuple(v[1][2])) for v in layout.values() if v[0] == "slot"]
-
-
-def _ok(answer: dict[str, Any]) -> dict[str, Any]:
-    if not answer.get("ok"):
-        raise _Failed(_failure(answer))
-    return answer
-
-
-def _rooms(staged: _Staged, room: int) -> list[tuple[int, int]]:
-    room = arena.aligned(room)
-    return [(staged.end + i * room, room) for i in range(len(staged.layouts))]
-
-
-def _copy(done: _Round, base: torch.Tensor, call: int, output: Output) -> None:
-    copies = [arena.view(base, slot).clone() for slot in output.slots]
-    done.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
-
-
-def _span(slots: list[Slot]) -> int:
-    return slots[-1].end - slots[0].offset if slots else 0
-
-
-def _input_bytes(layout: dict[str, Any]) -> int:
-    return sum(slot.nbytes for slot in _input_slots(layout))
