@@ -169,9 +169,9 @@ class CaseResult:
     # fastest time the links allow; roofline = floor / time (1.0 = at the physical limit).
     floor_us: float | None = None
     roofline: float | None = None
-    # Reference and candidate timed in alternating rounds within this evaluation (A B A B):
+    # Reference and candidate timed in pairs of rounds within this evaluation (A B, B A, ...):
     # `speedup` is the median of the per-round ratios reference_us / candidate_us and
-    # speedup_low..speedup_high its distribution-free confidence interval (timing.py).
+    # speedup_low..speedup_high its distribution-free confidence interval (judge/stats.py).
     # Absent (None, []) in results written before contract 1 carried them.
     speedup: float | None = None
     speedup_low: float | None = None
@@ -200,7 +200,8 @@ class ProblemResult:
     time_us: float | None = None  # sum over cases of the median times
     ref_time_us: float | None = None
     speedup: float | None = None  # geometric mean over cases of ref/candidate
-    # The geometric means over cases of the cases' interval ends (timing.py says why).
+    # The geometric means over cases of the cases' interval ends (judge/problem_run.py says
+    # why, in `_summarize`).
     speedup_low: float | None = None
     speedup_high: float | None = None
     max_abs_err: float | None = None

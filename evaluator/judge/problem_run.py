@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,14 +25,10 @@ from evaluator.judge.pool import RankPools
 from evaluator.judge.rank_pool import PoolTimeout, RankDied, Reply
 from evaluator.judge.roofline import apply_roofline
 from evaluator.judge.seeds import trial_seed
-from evaluator.judge.stats import median_interval
+from evaluator.judge.stats import geomean, net_of_harness
 from problems.spec import Case, Problem
 
 log = logging.getLogger(__name__)
-
-# A round's time net of the harness never reads less than this share of its gross time: a
-# call quicker than the harness's own noise is not measured to better than that.
-NET_FLOOR = 0.05
 
 
 class Failure(Exception):
@@ -261,7 +256,7 @@ class ProblemRun:
             pair: dict[str, Any] = {n: t / done * 1e6 for n, t in zip(names, times, strict=True)}
             result.rounds.append({**pair, "first": first})
             result.iterations += done
-            self._speedup(result)
+            net_of_harness(result, self.settings.target_halfwidth)
         if self.on_round is not None:
             for pair in result.rounds:
                 self.on_round(self.slug, case.name, dict(pair))
@@ -353,30 +348,6 @@ class ProblemRun:
             max_rel_err=max(_num(v.get("max_rel_err")) for v in worst),
         )
 
-    def _speedup(self, result: CaseResult) -> None:
-        """Per-call times net of the harness: each round less the case's quickest tare,
-        the same on both sides (the harness's cost per call is the same for the reference
-        and the candidate, and the quickest tare never takes away more than it costs).
-        Recomputed from the gross times after every pair: the quickest tare may change."""
-        pairs = result.rounds
-        harness = min(p["tare_us"] for p in pairs)
-        for pair in pairs:
-            for side in ("reference", "candidate"):
-                gross = pair[f"{side}_gross_us"]
-                pair[f"{side}_us"] = max(gross - harness, NET_FLOOR * gross)
-            pair["harness_us"] = harness
-        candidate = [p["candidate_us"] for p in pairs]
-        reference = [p["reference_us"] for p in pairs]
-        result.time_us = statistics.median(candidate)
-        result.time_spread_us = _iqr(candidate)
-        result.ref_time_us = statistics.median(reference)
-        result.pairs = len(pairs)
-        ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
-        if ratios:
-            result.speedup, result.speedup_low, result.speedup_high = median_interval(ratios)
-            half = (result.speedup_high - result.speedup_low) / 2
-            result.settled = half <= self.settings.target_halfwidth * result.speedup
-
     def _flag(self, flag: ResultFlag, why: str) -> None:
         if str(flag) not in self.result.flags:
             self.result.flags.append(str(flag))
@@ -394,21 +365,10 @@ class ProblemRun:
         for name in ("speedup", "speedup_low", "speedup_high"):
             values = [getattr(c, name) for c in cases]
             if cases and all(v for v in values):
-                setattr(self.result, name, _geomean(values))
+                setattr(self.result, name, geomean(values))
         self.result.max_abs_err = _finite(max((_num(c.max_abs_err) for c in cases), default=None))
         self.result.max_rel_err = _finite(max((_num(c.max_rel_err) for c in cases), default=None))
         apply_roofline(self.result, self.bandwidth_gbps)
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def _iqr(values: list[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q3 - q1
 
 
 def _num(value: Any) -> float:

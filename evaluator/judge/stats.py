@@ -1,11 +1,18 @@
-"""A case's speedup from its pairs of rounds: the median ratio and a distribution-free
-interval (`median_interval`); a round's time (`round_time`)."""
+"""A case's speedup from its pairs of rounds: times net of the harness (`net_of_harness`),
+the median ratio and a distribution-free interval (`median_interval`); a round's time
+(`round_time`)."""
 
 from __future__ import annotations
 
 import math
 import statistics
 from collections.abc import Sequence
+
+from evaluator.contract import CaseResult
+
+# A round's time net of the harness never reads less than this share of its gross time: a
+# call quicker than the harness's own noise is not measured to better than that.
+NET_FLOOR = 0.05
 
 
 def round_time(per_rank: Sequence[Sequence[float]]) -> float:
@@ -40,3 +47,41 @@ def median_interval(
             break
         k = candidate
     return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def net_of_harness(result: CaseResult, target_halfwidth: float) -> None:
+    """A case's times and speedup from its pairs so far, net of the harness: each round
+    less the case's quickest tare, the same on both sides (the harness's cost per call is
+    the same for the reference and the candidate, and the quickest tare never takes away
+    more than it costs). Recomputed from the gross times after every pair: the quickest
+    tare may change. `settled`: the interval's half-width is within `target_halfwidth` of
+    the median."""
+    pairs = result.rounds
+    harness = min(p["tare_us"] for p in pairs)
+    for pair in pairs:
+        for side in ("reference", "candidate"):
+            gross = pair[f"{side}_gross_us"]
+            pair[f"{side}_us"] = max(gross - harness, NET_FLOOR * gross)
+        pair["harness_us"] = harness
+    candidate = [p["candidate_us"] for p in pairs]
+    reference = [p["reference_us"] for p in pairs]
+    result.time_us = statistics.median(candidate)
+    result.time_spread_us = iqr(candidate)
+    result.ref_time_us = statistics.median(reference)
+    result.pairs = len(pairs)
+    ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
+    if ratios:
+        result.speedup, result.speedup_low, result.speedup_high = median_interval(ratios)
+        half = (result.speedup_high - result.speedup_low) / 2
+        result.settled = half <= target_halfwidth * result.speedup
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def iqr(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q3 - q1
