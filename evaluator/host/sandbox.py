@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
-_PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 JAIL_START_TIMEOUT_S = 30.0
 
@@ -201,14 +200,6 @@ def not_dumpable() -> None:
     """Hide this process's /proc/<pid>/environ, mem and maps from unprivileged peers."""
     with contextlib.suppress(Exception):
         libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
-def is_dumpable() -> bool | None:
-    """Whether this process is dumpable (None where prctl can't say)."""
-    try:
-        return bool(libc().prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
-    except Exception:
-        return None
 
 
 def die_with_parent() -> None:

@@ -16,10 +16,10 @@ empty solution that only copies its input into a preallocated output:
                (what the input copy, the messages and the output copies cost alone).
 Writes floor.json and floor.md.
 
-CALIBRATE (any profile, CPU included). Judges a bundle whose solution IS the all-reduce
-reference through the whole evaluator: both sides run the same code, so every pair of
-rounds should read 1.00x. Writes clock.json and clock.md: per case, the median pair
-speedup, its interval and the range of the pairs.
+CALIBRATE (any profile, CPU included; `evaluator/tools/calibrate.py`). Judges a bundle
+whose solution IS the all-reduce reference through the whole evaluator: both sides run the
+same code, so every pair of rounds should read 1.00x. Writes clock.json and clock.md: per
+case, the median pair speedup, its interval, the pairs it took and the range of the pairs.
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.contract import CaseResult
-from evaluator.host.profiles import HardwareProfile, get_profile
+from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import load_settings
 from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_of
 from evaluator.judge.evaluate import evaluate_bundle
 from evaluator.rank_process import NO_MULTICAST
+from evaluator.tools.calibrate import calibrate, clock_markdown
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext
 
-GPU_SIZES = (1 << 16, 1 << 20, 1 << 24)
-CPU_SIZES = (1 << 10, 1 << 14)
+GPU_SIZES: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 24)
+CPU_SIZES: tuple[int, ...] = (1 << 10, 1 << 14)
 WARMUP = 10
 CALLS = (10,)  # timed calls per round: the evaluator's nccl default (100 iters, 10 rounds)
 # The issue's goal for the harness: within 15% of the events, or 5 us, whichever is larger.
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.update(NO_MULTICAST)
     if args.calibrate:
-        report = calibrate(args)
+        report = calibrate(args, GPU_SIZES, CPU_SIZES)
         _write(args.out, "clock", report, clock_markdown(report))
         return 0
     report = floor(args)
@@ -111,108 +111,6 @@ def _write(folder: Path, name: str, report: dict[str, Any], markdown: str) -> No
     (folder / f"{name}.json").write_text(json.dumps(report, indent=2, default=str))
     (folder / f"{name}.md").write_text(markdown)
     print(markdown)
-
-
-# --- same code on both sides ----------------------------------------------------------------
-
-
-def calibrate(args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(os.environ)
-    if args.profile:
-        env["PKB_PROFILE"] = args.profile
-    settings = load_settings(env)
-    profile = get_profile(settings.profile)
-    if args.world_size:
-        profile = dataclasses.replace(profile, world_size=args.world_size)
-    sizes = CPU_SIZES if profile.backend == "gloo" else GPU_SIZES
-    per_round = -(-settings.iters // settings.rounds)
-    least = args.rounds or settings.rounds
-    most = max(least, args.max_rounds or settings.max_rounds or least)
-    settings = dataclasses.replace(
-        settings, rounds=least, max_rounds=most, iters=least * per_round, trials=1
-    )
-    dtype = "float32" if profile.backend == "gloo" else "bfloat16"
-    problem = all_reduce_problem("all-reduce", all_reduce.solution, sizes, dtype)
-    rounds: list[dict[str, Any]] = []
-    began = time.monotonic()
-    results, environment = evaluate_bundle(
-        bundle_of({problem.slug: REFERENCE_SOURCE}, {problem.slug: problem}),
-        slugs=[problem.slug],
-        profile=dataclasses.replace(profile, case_kind="eval"),
-        settings=settings,
-        evaluation_id=f"calibrate-{uuid.uuid4()}",
-        problems={problem.slug: problem},
-        on_round=lambda slug, case, pair: rounds.append({"case": case, **pair}),
-    )
-    if results[0].status != "passed":
-        raise SystemExit(f"the reference did not pass: {results[0].message}")
-    return {
-        "profile": profile.name,
-        "world_size": profile.world_size,
-        "backend": profile.backend,
-        "settings": {
-            k: getattr(settings, k)
-            for k in ("warmup", "iters", "rounds", "max_rounds", "target_halfwidth")
-        },
-        "wall_s": round(time.monotonic() - began, 1),
-        "environment": environment,
-        "rounds": rounds,
-        "cases": _same_code(rounds, results[0].cases),
-    }
-
-
-def _same_code(rounds: list[dict[str, Any]], judged: list[CaseResult]) -> list[dict[str, Any]]:
-    """Per case: the speedup as judged, which should read 1.00 (same code on both sides),
-    its interval, how many pairs it took and whether it settled, and the pairs' range."""
-    ratios: dict[str, list[float]] = {}
-    for pair in rounds:
-        if pair["candidate_us"] > 0:
-            ratios.setdefault(pair["case"], []).append(pair["reference_us"] / pair["candidate_us"])
-    return [
-        {
-            "case": c.case,
-            "median": c.speedup,
-            "low": c.speedup_low,
-            "high": c.speedup_high,
-            "min": min(ratios[c.case]),
-            "max": max(ratios[c.case]),
-            "pairs": c.pairs,
-            "settled": c.settled,
-        }
-        for c in judged
-        if c.case in ratios
-    ]
-
-
-def clock_markdown(report: dict[str, Any]) -> str:
-    lines = [
-        f"# Same code on both sides: {report['profile']} ({report['backend']}, "
-        f"{report['world_size']} ranks)",
-        "",
-        "`python -m evaluator.tools.floor --calibrate`: the all-reduce reference judged as "
-        f"the candidate, {report['settings']['rounds']} to {report['settings']['max_rounds']} "
-        "pairs of rounds per case (first side alternating); per-call "
-        "times on the judges' clock.",
-        "",
-        "| case | pairs | settled | median pair speedup | 95% interval | lowest pair "
-        "| highest pair |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for c in report["cases"]:
-        lines.append(
-            f"| {c['case']} | {c['pairs']} | {c['settled']} | {c['median']:.3f} | "
-            f"{c['low']:.3f} - {c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} |"
-        )
-    lines += ["", "| case | pair | reference (us per call) | candidate (us per call) |"]
-    lines.append("|---|---|---|---|")
-    counts: dict[str, int] = {}
-    for pair in report["rounds"]:
-        k = counts[pair["case"]] = counts.get(pair["case"], 0) + 1
-        lines.append(
-            f"| {pair['case']} | {k} | {pair['reference_us']:.1f} | {pair['candidate_us']:.1f} |"
-        )
-    lines += ["", f"Wall time: {report['wall_s']} s.", ""]
-    return "\n".join(lines)
 
 
 # --- the floor ------------------------------------------------------------------------------
