@@ -194,6 +194,12 @@ PKB_BUNDLE_MAX_BYTES = 4 * 1024 * 1024
 # Uploads up to the bundle limit stay in memory; bigger ones spill to a temporary file and
 # are rejected before being read in full.
 FILE_UPLOAD_MAX_MEMORY_SIZE = PKB_BUNDLE_MAX_BYTES
+# Larger uploads spill to files named after their process: a web process that starts
+# removes those of processes that are gone (portal/submissions/uploads.py).
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "portal.submissions.uploads.OwnedUploadHandler",
+]
 # Those temporary files live in a folder of the portal's own, where each web process removes
 # the ones a killed process left behind when it starts (portal/submissions/uploads.py).
 FILE_UPLOAD_TEMP_DIR = Path(envstr("PKB_UPLOAD_TEMP_DIR") or VAR_DIR / "uploads")

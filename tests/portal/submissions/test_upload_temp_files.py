@@ -1,5 +1,6 @@
-"""A web process killed mid-upload leaves Django's temporary upload file behind; the next
-web process to start removes it once stale, and touches nothing else in the folder."""
+"""A web process killed mid-upload leaves its temporary upload file behind; the next web
+process to start removes it at once (its owner is gone), keeps what live processes are
+receiving, removes ownerless upload files once stale, and touches nothing else."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from portal.submissions.uploads import STALE_AFTER, remove_stale_uploads
+from portal.submissions.uploads import STALE_AFTER, process_start, remove_stale_uploads
 from tests.portal.bundles import solving
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,8 +25,8 @@ REPO = Path(__file__).resolve().parents[3]
 KILLED_MID_UPLOAD = """
 import os, signal, django
 django.setup()
-from django.core.files.uploadedfile import TemporaryUploadedFile
-upload = TemporaryUploadedFile("big.zip", "application/zip", 0, None)
+from portal.submissions.uploads import OwnedUploadedFile
+upload = OwnedUploadedFile("big.zip", "application/zip", 0, None)
 upload.write(b"PK" + bytes(1024))
 upload.flush()
 print(upload.temporary_file_path(), flush=True)
@@ -46,19 +47,25 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
-def test_a_new_web_process_removes_what_a_killed_one_left(tmp_path):
+def test_a_new_web_process_removes_what_a_killed_one_left_whatever_its_age(tmp_path):
     killed = _python(KILLED_MID_UPLOAD, tmp_path)
     assert killed.returncode == -signal.SIGKILL
     left = Path(killed.stdout.strip())
     assert left.parent == tmp_path and left.exists()  # the leak the issue saw
-    fresh = tmp_path / "tmpfresh.upload.zip"
+    assert left.name.startswith("pkb-")  # named after the process that was receiving it
+    fresh = tmp_path / "tmpfresh.upload.zip"  # ownerless and fresh: kept until stale
     fresh.write_bytes(b"an upload in progress")
-    _age(left, STALE_AFTER.total_seconds() + 60)
+    with subprocess.Popen(["sleep", "60"]) as alive:  # another web process, still receiving
+        try:
+            receiving = tmp_path / f"pkb-{alive.pid}-{process_start(alive.pid)}-x.upload.zip"
+            receiving.write_bytes(b"PK")
 
-    started = _python("import portal.wsgi", tmp_path)  # what gunicorn and runserver load
-    assert started.returncode == 0, started.stderr
-    assert not left.exists()
-    assert fresh.exists()
+            started = _python("import portal.wsgi", tmp_path)  # what gunicorn loads
+            assert started.returncode == 0, started.stderr
+            assert not left.exists()  # seconds old, and no request can own it
+            assert fresh.exists() and receiving.exists()
+        finally:
+            alive.kill()
 
 
 def test_only_stale_upload_files_are_removed(tmp_path, settings):
@@ -90,3 +97,23 @@ def test_an_upload_spilled_to_disk_is_gone_after_its_request(
     )
     assert response.status_code == 302
     assert list(folder.iterdir()) == []
+
+
+def test_an_upload_whose_client_goes_away_midway_leaves_no_file(settings, tmp_path):
+    """The request dies, not the process: the handler removes its file at once."""
+    import io
+
+    from django.core.files.uploadhandler import load_handler
+    from django.http.multipartparser import MultiPartParser
+
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
+    head = (
+        b'--B\r\nContent-Disposition: form-data; name="bundle"; filename="b.zip"\r\n'
+        b"Content-Type: application/zip\r\n\r\n"
+    )
+    sent = head + b"PK" + bytes(settings.FILE_UPLOAD_MAX_MEMORY_SIZE)  # spills to disk
+    meta = {"CONTENT_TYPE": "multipart/form-data; boundary=B", "CONTENT_LENGTH": str(2 * len(sent))}
+    handlers = [load_handler(name) for name in settings.FILE_UPLOAD_HANDLERS]
+    _, files = MultiPartParser(meta, io.BytesIO(sent), handlers).parse()
+    assert not files  # half a body: no file
+    assert list(tmp_path.iterdir()) == []
