@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 from evaluator.contract import ProblemResult
 from evaluator.host.profiles import get_profile
@@ -32,3 +35,13 @@ def judge_files(
             problems=catalog,
         )
     return {r.slug: r for r in results}
+
+
+def evaluate_elsewhere(**kwargs: Any) -> Any:
+    """`evaluate_bundle(**kwargs)` in a process of its own, for tests that are not about
+    the evaluating process: it makes itself a child subreaper for good (so that what bundle
+    code detaches comes back to it), and a test process that became one collects the
+    orphans of every later test (a killed worker's children), which red-team tests that
+    look around the process tree would then find."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(evaluate_bundle, **kwargs).result()

@@ -22,12 +22,12 @@ from evaluator.contract import EvaluationOutcome, finished_message
 from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
-from evaluator.judge.evaluate import evaluate_bundle
 from portal.leaderboard.selectors import BASELINE_NAME, leaderboard_rows, problem_board
 from portal.problems.models import Category, Problem
 from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_start, submission_create
 from problems.collective import all_gather, all_reduce, reduce_scatter
+from tests.evaluator.judging import evaluate_elsewhere
 from tests.portal.bundles import upload, zip_bundle
 from tests.portal.factories import ProblemFactory
 
@@ -56,8 +56,8 @@ def judge(submission: Submission) -> None:
     profile = dataclasses.replace(get_profile("cpu"), world_size=2)
     eid = str(submission.evaluation_id)
     assert evaluation_start(evaluation_id=eid, host="cpu-test")
-    results, environment = evaluate_bundle(
-        bundle, slugs=slugs, profile=profile, settings=settings, evaluation_id=eid
+    results, environment = evaluate_elsewhere(
+        bundle=bundle, slugs=slugs, profile=profile, settings=settings, evaluation_id=eid
     )
     message = finished_message(
         evaluation_id=eid,
