@@ -180,6 +180,7 @@ class RankPools:
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
+        self._tell_judges()
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
 
@@ -227,6 +228,19 @@ class RankPools:
             self.kill()
             raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
+
+    def _tell_judges(self) -> None:
+        """Each judge learns its candidate runner's process group, which it stops while
+        the reference's rounds run (judge/rank.py)."""
+        self.step += 1
+        groups = [proc.pid for proc in self.candidate.procs]
+        try:
+            self.judge.send("candidates", self.step, {"groups": groups})
+            gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
+        except (OSError, RankDied, PoolTimeout) as exc:
+            self.kill()
+            raise_if_stopped()
+            raise PoolStartError(f"judge ranks did not take the candidates: {exc}") from exc
 
     def command(
         self,

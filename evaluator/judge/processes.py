@@ -3,9 +3,11 @@ reading a log a rank wrote (never through a link)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,26 @@ def signal_group(group: int) -> None:
         os.killpg(group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@contextlib.contextmanager
+def stopped(group: int | None) -> Iterator[None]:
+    """Process group `group` stopped (SIGSTOP, which no process can catch or ignore) for
+    the duration, then continued. The judge stops its candidate runner's group while the
+    reference's rounds run: a process bundle code forked to steal CPU from the reference
+    while it is timed (the candidate's own rounds are untouched) stops with it. A process
+    that left the group (setpgid, setsid) is not stopped; the subreaper kills it at the
+    end of the evaluation (docs/security.md)."""
+    if not group:
+        yield
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGCONT)
 
 
 def signal_pid(pid: int) -> None:

@@ -33,6 +33,7 @@ from evaluator.candidate import arena
 from evaluator.judge import replies
 from evaluator.judge.compare import compare
 from evaluator.judge.link import Clock, RunnerGone, RunnerLink
+from evaluator.judge.processes import stopped
 from evaluator.judge.replies import ReplyError
 from evaluator.judge.rounds import (
     Round,
@@ -85,6 +86,7 @@ class _Judge:
         self.clock = Clock(device)
         self.problem: Problem | None = None
         self.largest_output: dict[str, int] = {}  # per case name, bytes of one call
+        self.candidate_group: int | None = None
 
     def handle(self, op: str, payload: Any) -> dict[str, Any]:
         try:
@@ -92,6 +94,10 @@ class _Judge:
                 self.problem, self.largest_output = payload["problem"], {}
                 return {"ok": True}
             if op == "ping":
+                return {"ok": True}
+            if op == "candidates":
+                # The candidate runner's process group: stopped while the reference runs.
+                self.candidate_group = int(payload["groups"][self.setup.rank])
                 return {"ok": True}
             if op == "rewire":
                 # A restarted candidate pool: its pipe's end comes over our socket.
@@ -299,40 +305,44 @@ class _Judge:
         at the reference's slots. A `provisional` round (the candidate's, before the
         reference's) is read at the slots of its own reports, bounded by the rooms, and
         held against the reference later (`candidate_first`)."""
-        start = min((offset for offset, _ in rooms), default=staged.end)
-        out_end = max((offset + room for offset, room in rooms), default=staged.end)
-        base = link.ensure(out_end)
-        base[start:out_end].fill_(0xFF)  # an output a runner never writes fails
-        calls: list[dict[str, Any]] = [
-            {"inputs": layout, "room": list(room)}
-            for layout, room in zip(staged.layouts, rooms, strict=True)
-        ]
-        for call, echo in zip(calls, echoes or [], strict=False):
-            call["echo"] = echo
-        ok(link.command("prepare", {"calls": calls}))
-        self.clock.barrier()
-        self.clock.start()
-        base[: staged.end].copy_(staged.staging)
-        link.inputs_written()
-        answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
-        done = Round(rooms=list(rooms))
-        read = done.provisional if provisional else done.read
-        try:
-            found = replies.entries(answer, len(rooms))
-            # Only the checked calls before the stop stamp: the rest of the reply is read
-            # after it, for either runner alike.
-            for i in checked:
-                read(base, i, found[i], rooms[i], expected)
-            done.seconds = self.clock.stop()
-            for i in range(len(rooms)):
-                if i not in checked:
-                    read(None, i, found[i], rooms[i], expected)
-            done.tampered = replies.tampered(answer)
-        except ReplyError as exc:
-            raise RunnerGone(f"replied with {exc}", protocol=True) from None
-        if expected is None and echoes is None and not provisional:
-            done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
-        return done
+        # The candidate's processes stand still while the reference's runner works: a
+        # process it forked cannot steal the reference's CPU while the judge times it.
+        group = self.candidate_group if link is self.reference else None
+        with stopped(group):
+            start = min((offset for offset, _ in rooms), default=staged.end)
+            out_end = max((offset + room for offset, room in rooms), default=staged.end)
+            base = link.ensure(out_end)
+            base[start:out_end].fill_(0xFF)  # an output a runner never writes fails
+            calls: list[dict[str, Any]] = [
+                {"inputs": layout, "room": list(room)}
+                for layout, room in zip(staged.layouts, rooms, strict=True)
+            ]
+            for call, echo in zip(calls, echoes or [], strict=False):
+                call["echo"] = echo
+            ok(link.command("prepare", {"calls": calls}))
+            self.clock.barrier()
+            self.clock.start()
+            base[: staged.end].copy_(staged.staging)
+            link.inputs_written()
+            answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
+            done = Round(rooms=list(rooms))
+            read = done.provisional if provisional else done.read
+            try:
+                found = replies.entries(answer, len(rooms))
+                # Only the checked calls before the stop stamp: the rest of the reply is read
+                # after it, for either runner alike.
+                for i in checked:
+                    read(base, i, found[i], rooms[i], expected)
+                done.seconds = self.clock.stop()
+                for i in range(len(rooms)):
+                    if i not in checked:
+                        read(None, i, found[i], rooms[i], expected)
+                done.tampered = replies.tampered(answer)
+            except ReplyError as exc:
+                raise RunnerGone(f"replied with {exc}", protocol=True) from None
+            if expected is None and echoes is None and not provisional:
+                done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
+            return done
 
     def verdict(
         self, case: Case, ref: Round, cands: list[Round], checked: list[int]
