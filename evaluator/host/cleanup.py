@@ -1,12 +1,14 @@
 """The next evaluation starts clean: orphans of bundle code are found and killed (the
-evaluating process is a child subreaper), and /dev/shm entries bundle code made are
-removed. Trusted side only; kept out of `sandbox.py`, whose launcher runs as a script."""
+evaluating process is a child subreaper), and what bundle code left in /dev/shm, /tmp,
+/var/tmp and /run/lock is removed. Trusted side only; kept out of `sandbox.py`, whose
+launcher runs as a script."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterable, Iterator
@@ -16,6 +18,9 @@ from evaluator.host.sandbox import Identity, libc
 
 _PR_SET_CHILD_SUBREAPER = 36
 SHM_DIR = Path("/dev/shm")
+# The world-writable folders bundle code may leave files in (a planted sitecustomize.py, a
+# lock, 64 MiB of anything): what it made there during an evaluation goes after it.
+LITTER_DIRS = (SHM_DIR, Path("/tmp"), Path("/var/tmp"), Path("/run/lock"))
 
 log = logging.getLogger(__name__)
 
@@ -82,31 +87,44 @@ def reap_orphans(*, since_ticks: int, keep: Iterable[int], timeout_s: float = 5.
             return killed
 
 
-def shm_entries() -> set[str]:
-    try:
-        return {p.name for p in SHM_DIR.iterdir()}
-    except OSError:
-        return set()
+def litter_entries(folders: tuple[Path, ...] = LITTER_DIRS) -> dict[Path, set[str]]:
+    """The names in each folder bundle code may leave files in, as they are now."""
+    found = {}
+    for folder in folders:
+        try:
+            found[folder] = {p.name for p in folder.iterdir()}
+        except OSError:
+            continue
+    return found
 
 
-def remove_new_shm(
-    before: set[str], *, since: float, identity: Identity | None = None
+def _litter_owners(folder: Path, identity: Identity | None) -> set[int]:
+    if identity is not None:
+        return {identity.uid}
+    return {os.getuid()} if folder == SHM_DIR else set()
+
+
+def remove_litter(
+    before: dict[Path, set[str]], *, since: float, identity: Identity | None = None
 ) -> list[str]:
-    """Remove /dev/shm entries that were not there before and were made after `since` by
-    bundle code: the candidate user's, or where bundle code runs as this process's user,
-    that user's. Never root's entries when bundle code ran as another user: they belong to
-    the worker or to other processes on the host, which may still use them."""
-    owners = {identity.uid} if identity else {os.getuid()}
+    """Remove what bundle code left in the world-writable folders: entries that were not
+    there before and were made after `since` by the candidate user. In /dev/shm also,
+    where bundle code runs as this process's user, that user's (shared memory names are
+    bundle code's or the ranks'). Never root's entries when bundle code ran as another
+    user, nor this user's in /tmp and the like: they belong to the worker (its scratch
+    folder, multiprocessing's) or to other processes on the host, which may still use
+    them."""
     removed = []
-    for name in shm_entries() - before:
-        path = SHM_DIR / name
-        with contextlib.suppress(OSError):
-            if path.lstat().st_ctime >= since - 1 and path.lstat().st_uid in owners:
-                if path.is_dir() and not path.is_symlink():
-                    import shutil
-
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink()
-                removed.append(name)
+    for folder, names in before.items():
+        owners = _litter_owners(folder, identity)
+        for name in litter_entries((folder,)).get(folder, set()) - names:
+            path = folder / name
+            with contextlib.suppress(OSError):
+                stat = path.lstat()
+                if stat.st_ctime >= since - 1 and stat.st_uid in owners:
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink()
+                    removed.append(str(path))
     return removed

@@ -85,7 +85,7 @@ def evaluate_bundle(
     # detaches (double fork, setsid) must come back here to be killed.
     sandbox.not_dumpable()
     cleanup.become_subreaper()
-    shm_before, began_at = cleanup.shm_entries(), time.time()
+    litter_before, began_at = cleanup.litter_entries(), time.time()
     try:
         jail, executable = start_sandbox(scratch / "sandbox", settings)
     except sandbox.SandboxError as exc:
@@ -159,7 +159,7 @@ def evaluate_bundle(
         pools.stop()
         if jail is not None:
             jail.close()
-        cleanup.remove_new_shm(shm_before, since=began_at, identity=identity)
+        cleanup.remove_litter(litter_before, since=began_at, identity=identity)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
         else:

@@ -523,6 +523,27 @@ def solution(x):
 """,
     ),
     Attack(
+        "litter",
+        "leaves a 1 MiB file in /dev/shm, /tmp, /var/tmp and /run/lock, and a site hook in /tmp",
+        "entries bundle code made in the world-writable folders during an evaluation are "
+        "removed after it",
+        """
+import os
+
+def solution(x):
+    left = []
+    for folder in ("/dev/shm", "/tmp", "/var/tmp", "/run/lock"):
+        for name in (f"pkb-redteam-{os.getpid()}", f"pkb-redteam-{os.getpid()}.pth"):
+            try:
+                with open(f"{folder}/{name}", "wb") as f:
+                    f.write(b"\\0" * 1024 * 1024 if not name.endswith(".pth") else b"import os\\n")
+                left.append(f"{folder}/{name}")
+            except OSError:
+                pass
+    raise RuntimeError(f"left {left}")
+""",
+    ),
+    Attack(
         "fork-bomb",
         "forks (up to 3000, to spare the shared test machine) with children that sleep",
         "RLIMIT_NPROC (binds: bundle code is never root) -> runtime_error; the process "
@@ -610,19 +631,6 @@ def solution(x):
     out = x.clone()
     dist.all_reduce(out)
     raise RuntimeError("left a daemon behind")
-""",
-    ),
-    Attack(
-        "shm-litter",
-        "leaves a 1 MiB file in /dev/shm",
-        "entries created in /dev/shm during an evaluation are removed after it",
-        """
-import os
-
-def solution(x):
-    with open(f"/dev/shm/pkb-redteam-{os.getpid()}", "wb") as f:
-        f.write(b"\\0" * 1024 * 1024)
-    raise RuntimeError("left a file in /dev/shm")
 """,
     ),
 ]

@@ -92,8 +92,8 @@ def repository_hash():
 
 
 @pytest.fixture(scope="module")
-def shm_before():
-    return cleanup.shm_entries()
+def litter_before():
+    return cleanup.litter_entries()
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def started_ticks() -> int:
 
 
 @pytest.fixture(scope="module")
-def evaluated(started_ticks, worker_env, shm_before, judge_pids, repository_hash):
+def evaluated(started_ticks, worker_env, litter_before, judge_pids, repository_hash):
     with reachable_folder("redteam") as scratch_dir:
         yield _evaluate_attacks(scratch_dir)
 
@@ -358,10 +358,18 @@ def test_a_detached_daemon_is_killed(evaluated):
     assert [pid for pid in daemons if pid_running(pid)] == []
 
 
-def test_shared_memory_litter_is_removed(evaluated, shm_before):
-    r = result(evaluated, "shm-litter")
+def test_files_left_in_shared_folders_are_removed(evaluated, litter_before):
+    r = result(evaluated, "litter")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
-    assert not [n for n in cleanup.shm_entries() - shm_before if n.startswith("pkb-redteam-")]
+    assert "/dev/shm/pkb-redteam-" in r.message  # it did leave files
+    if os.geteuid() == 0:  # bundle code as the candidate user: /tmp and the like too
+        assert "/tmp/pkb-redteam-" in r.message and "/var/tmp/pkb-redteam-" in r.message
+        folders = cleanup.LITTER_DIRS
+    else:  # as the worker's own user only /dev/shm: the worker's /tmp files are its own
+        folders = (cleanup.SHM_DIR,)
+    after = cleanup.litter_entries(folders)
+    left = [f"{d}/{n}" for d in after for n in after[d] - litter_before.get(d, set())]
+    assert not [path for path in left if "pkb-redteam-" in path], left
 
 
 def test_the_example_bundle_passes_on_the_same_worker_afterwards(evaluated, started_ticks):
