@@ -2,7 +2,10 @@
 the worker starts, then every PKB_CANARY_INTERVAL_S between evaluations.
 
 A reading out of bounds stops the worker taking work until a later one, every
-PKB_CANARY_RECHECK_S meanwhile, reads in bounds again. How it stops: the worker cancels
+PKB_CANARY_RECHECK_S meanwhile, reads in bounds again. The first out-of-bounds reading of a
+streak is taken again at once: a sound host reads out of bounds by chance about once in a
+hundred readings (the intervals' coverage), and a second reading in a row is the fault
+confirmed, not chance; only then does the worker wait out a recheck. How it stops: the worker cancels
 its own consumer of its profile's queue (what Celery's `cancel_consumer` control does, for
 this worker alone), so messages stay in the queue for other hosts, and one that was on its
 way here goes back to it (kombu requeues a message for a cancelled queue); nothing is
@@ -48,6 +51,8 @@ DEFAULT_RECHECK_S = 300
 # this the child is killed and the reading is a failure.
 TIMEOUT_S = 900
 TICK_S = 1.0
+# Out-of-bounds readings in a row before the worker waits PKB_CANARY_RECHECK_S for the next.
+CONFIRMING_READINGS = 2
 # The command that judges; the reading goes to the file named after --out.
 JUDGE = [sys.executable, "-m", "evaluator.judge.canary"]
 
@@ -115,6 +120,7 @@ class Watch:
         self.due = time.monotonic()  # at start: no work before the first reading
         self.paused = True
         self.out_since: float | None = None
+        self.strikes = 0  # out-of-bounds readings in a row
         self.gate: Gate | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.folder: Path | None = None
@@ -193,7 +199,10 @@ class Watch:
         now = time.time()
         in_bounds = reading["in_bounds"]
         self.out_since = None if in_bounds else (self.out_since or now)
+        self.strikes = 0 if in_bounds else self.strikes + 1
         wait_s = self.plan.interval_s if in_bounds else self.plan.recheck_s
+        if not self.confirmed:
+            wait_s = 0  # taken again at once: chance, or the fault confirmed
         self.due = time.monotonic() + wait_s
         record = {
             **reading,
@@ -214,14 +223,32 @@ class Watch:
             self.paused = False
             if self.gate is not None:
                 self.gate.resume()
-        else:
+        elif not self.confirmed:
             log.warning(
-                "canary: same code reads %s: OUT OF BOUNDS (tolerance %s); this worker takes "
-                "no work until a canary reads in bounds (next in %d s)",
+                "canary: same code reads %s: OUT OF BOUNDS (tolerance %s); reading again to "
+                "confirm, no work meanwhile",
                 describe(record),
                 self.plan.tolerance,
+            )
+        else:
+            log.warning(
+                "canary: same code reads %s: OUT OF BOUNDS (tolerance %s), %d readings in a "
+                "row; this worker takes no work until a canary reads in bounds (next in %d s)",
+                describe(record),
+                self.plan.tolerance,
+                self.strikes,
                 wait_s,
             )
+
+    @property
+    def confirmed(self) -> bool:
+        """The last reading's verdict stands: in bounds, or out of bounds in a row."""
+        return self.strikes == 0 or self.strikes >= CONFIRMING_READINGS
+
+    @property
+    def decided(self) -> bool:
+        """A reading has been taken and no retake to confirm it is pending."""
+        return self.last is not None and self.child is None and self.confirmed
 
     def _publish(self, record: dict[str, Any]) -> None:
         key = liveness.canary_key(self.profile.name, self.worker)

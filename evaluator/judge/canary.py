@@ -65,10 +65,20 @@ LEAST_PAIRS = 8
 # within 2% (docs/measurements/2026-11-25-repeatable-pairs.md). gloo ranks sharing two cores with
 # other work stray by a third (above): a CPU host's canary catches gross faults only.
 TOLERANCE = {"gloo": 0.5, "nccl": 0.05}
+# Whether the interval must cover 1.00 too. On GPUs a bandwidth-bound pair's two rounds
+# meet the same host, so the interval is honest and one that misses 1.00 is a fault. gloo
+# ranks outnumbering a CPU host's cores busy-poll against each other: a whole reading's
+# pairs can lean one way (all 8 of one reading at 1.03-1.57x on the 2-core CI machine,
+# 2026-11-25), so there the median's tolerance alone decides.
+COVER = {"gloo": False, "nccl": True}
 
 
 def default_tolerance(backend: str) -> float:
     return TOLERANCE.get(backend, TOLERANCE["nccl"])
+
+
+def needs_cover(backend: str) -> bool:
+    return COVER.get(backend, True)
 
 
 def all_reduce_problem(
@@ -105,9 +115,11 @@ class CaseReading:
     high: float
     pairs: int
 
-    def in_bounds(self, tolerance: float) -> bool:
-        """Same code: the interval covers 1.00 and the median is within `tolerance` of it."""
-        return self.low <= 1.0 <= self.high and abs(self.median - 1.0) <= tolerance
+    def in_bounds(self, tolerance: float, cover: bool = True) -> bool:
+        """Same code: the median is within `tolerance` of 1.00 and, with `cover`, the
+        interval covers 1.00."""
+        covered = self.low <= 1.0 <= self.high or not cover
+        return covered and abs(self.median - 1.0) <= tolerance
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,10 +130,13 @@ class Reading:
     tolerance: float
     error: str = ""  # why there is no reading (the evaluator failed, the reference failed)
     wall_s: float = 0.0
+    cover: bool = True  # the intervals must cover 1.00 (COVER)
 
     @property
     def in_bounds(self) -> bool:
-        return not self.error and bool(self.cases) and within_bounds(self.cases, self.tolerance)
+        if self.error or not self.cases:
+            return False
+        return within_bounds(self.cases, self.tolerance, self.cover)
 
     def summary(self) -> str:
         if self.error:
@@ -135,14 +150,15 @@ class Reading:
         return {
             "in_bounds": self.in_bounds,
             "tolerance": self.tolerance,
+            "cover": self.cover,
             "error": self.error,
             "wall_s": round(self.wall_s, 1),
             "cases": [dataclasses.asdict(c) for c in self.cases],
         }
 
 
-def within_bounds(cases: Sequence[CaseReading], tolerance: float) -> bool:
-    return all(c.in_bounds(tolerance) for c in cases)
+def within_bounds(cases: Sequence[CaseReading], tolerance: float, cover: bool = True) -> bool:
+    return all(c.in_bounds(tolerance, cover) for c in cases)
 
 
 def read_cases(results: Sequence[CaseResult]) -> tuple[list[CaseReading], str]:
@@ -173,6 +189,7 @@ def judge_same_code(
     """Judge `candidate_source` (the reference itself by default) against the all-reduce
     reference on this host. Never raises for a broken host: the reading says why."""
     tolerance = default_tolerance(profile.backend) if tolerance is None else tolerance
+    cover = needs_cover(profile.backend)
     sizes, dtype = (CPU_SIZES, "float32") if profile.backend == "gloo" else (GPU_SIZES, "bfloat16")
     problem = all_reduce_problem(SLUG, all_reduce.solution, sizes, dtype)
     problems = {SLUG: problem}
@@ -187,14 +204,14 @@ def judge_same_code(
             problems=problems,
         )
     except EvaluatorError as exc:
-        return Reading([], tolerance, error=f"the evaluator failed: {exc}")
+        return Reading([], tolerance, error=f"the evaluator failed: {exc}", cover=cover)
     wall_s = time.monotonic() - began
     [result] = results
     if result.status != ProblemStatus.PASSED:
         why = f"the reference did not pass against itself: {result.status}: {result.message}"
-        return Reading([], tolerance, error=why[:500], wall_s=wall_s)
+        return Reading([], tolerance, error=why[:500], wall_s=wall_s, cover=cover)
     cases, error = read_cases(result.cases)
-    return Reading(cases, tolerance, error=error, wall_s=wall_s)
+    return Reading(cases, tolerance, error=error, wall_s=wall_s, cover=cover)
 
 
 def main(argv: list[str] | None = None) -> int:
