@@ -5,8 +5,9 @@ A reading out of bounds stops the worker taking work until a later one, every
 PKB_CANARY_RECHECK_S meanwhile, reads in bounds again. The first out-of-bounds reading of a
 streak is taken again at once: a sound host reads out of bounds by chance about once in a
 hundred readings (the intervals' coverage), and a second reading in a row is the fault
-confirmed, not chance; only then does the worker wait out a recheck. How it stops: the worker cancels
-its own consumer of its profile's queue (what Celery's `cancel_consumer` control does, for
+confirmed, not chance; only then does the worker wait out a recheck.
+
+How it stops: the worker cancels its own consumer of its profile's queue (what Celery's `cancel_consumer` control does, for
 this worker alone), so messages stay in the queue for other hosts, and one that was on its
 way here goes back to it (kombu requeues a message for a cancelled queue); nothing is
 lost. It starts consuming only after its first reading. An evaluation is never
