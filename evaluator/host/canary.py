@@ -7,9 +7,9 @@ streak is taken again at once: a sound host reads out of bounds by chance about 
 hundred readings (the intervals' coverage), and a second reading in a row is the fault
 confirmed, not chance; only then does the worker wait out a recheck.
 
-How it stops: the worker cancels its own consumer of its profile's queue (what Celery's `cancel_consumer` control does, for
-this worker alone), so messages stay in the queue for other hosts, and one that was on its
-way here goes back to it (kombu requeues a message for a cancelled queue); nothing is
+How it stops: the worker cancels its own consumer of its profile's queue (what Celery's
+`cancel_consumer` control does, for this worker alone), so messages stay in the queue for
+other hosts, and one that was on its way here goes back to it (kombu requeues a message for a cancelled queue); nothing is
 lost. It starts consuming only after its first reading. An evaluation is never
 interrupted: a canary that falls due during one stops the worker taking the next, and
 runs when the running one (and any message already received) is done.
