@@ -9,10 +9,11 @@ confirmed, not chance; only then does the worker wait out a recheck.
 
 How it stops: the worker cancels its own consumer of its profile's queue (what Celery's
 `cancel_consumer` control does, for this worker alone), so messages stay in the queue for
-other hosts, and one that was on its way here goes back to it (kombu requeues a message for a cancelled queue); nothing is
-lost. It starts consuming only after its first reading. An evaluation is never
-interrupted: a canary that falls due during one stops the worker taking the next, and
-runs when the running one (and any message already received) is done.
+other hosts, and one that was on its way here goes back to it (kombu requeues a message
+for a cancelled queue); nothing is lost. It starts consuming only after its first reading.
+An evaluation is never interrupted: a canary that falls due during one stops the worker
+taking the next, and runs when the running one (and any message already received) is
+done.
 
 The judging runs in a child process, `python -m evaluator.judge.canary`, so the worker's
 main process keeps its event loop (heartbeats, visibility deadlines) meanwhile. Each
