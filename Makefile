@@ -8,8 +8,8 @@ PORT ?= 8000
 
 # `make run` is the embedded development setup: debug on, SQLite and a local Redis
 # unless DATABASE_URL / REDIS_URL say otherwise. Its settings are also kept in .env
-# (debug on, a fresh secret key; made when missing), which honcho and manage.py read, so
-# that manage.py commands work in any shell.
+# (debug on, a fresh secret key; made by `make install` when missing), which honcho and
+# manage.py read, so that manage.py commands work in any shell once .venv exists.
 run: export PKB_DEBUG ?= 1
 run: export PORT := $(PORT)
 
@@ -21,7 +21,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(BIN)/.installed
+# .env with it: whatever made .venv/bin/python, the README's manage.py commands then work.
+install: $(BIN)/.installed .env
 
 redis:
 	scripts/ensure-redis

@@ -4,9 +4,9 @@
 rank writes into its peers' symmetric buffers over NVLink, timed with CUDA events, once to
 one peer and once to all peers at the same time. The floor of a case is the bytes one rank
 must move over the links divided by the larger of the two: the per-GPU injection
-bandwidth, so that a floor is never above what the hardware can do (DESIGN.md: a
-collective's roofline uses it, not a per-pair figure). A time below the floor is physically
-impossible and flags the result.
+bandwidth, so that a floor is never above what the hardware can do (docs/architecture.md:
+a collective's roofline uses it, not a per-pair figure). A time below the floor is
+physically impossible and flags the result.
 """
 
 from __future__ import annotations

@@ -293,8 +293,8 @@ def exchange_kernel(
     BLOCK: tl.constexpr,
 ):  # fmt: skip
     # Push, not pull: writes over NVLink are posted and outrun reads (388 vs 369 GB/s in
-    # DESIGN.md's table), and no local copy in is needed. Rank r's chunk p lands in slot r
-    # of rank p's buffer.
+    # docs/architecture.md, "Facts measured on the hardware"), and no local copy in is
+    # needed. Rank r's chunk p lands in slot r of rank p's buffer.
     pid, step = tl.program_id(0), tl.num_programs(0) * BLOCK
     for start in range(pid * BLOCK, n, step):
         offs = start + tl.arange(0, BLOCK)

@@ -7,6 +7,7 @@ and the README's `manage.py` commands in a new shell, with the `.env` that `make
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -96,9 +97,12 @@ def test_make_run_serves_the_site_with_its_workers(clean_clone, tmp_path):
         shutil.rmtree(clean_clone, ignore_errors=True)
 
 
-# What manage.py needs of the checkout; a copy, so the repository's own .env is never read,
-# written or removed.
-MANAGE_PY_NEEDS = ("manage.py", "portal", "evaluator", "problems", "templates", "static")
+# What the README's commands need of the checkout; a copy, so the repository's own .env
+# and var/ are never read, written or removed.
+MANAGE_PY_NEEDS = (
+    "manage.py", "portal", "evaluator", "problems", "templates", "static", "examples",
+    "README.md",
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -113,13 +117,16 @@ def checkout_copy(tmp_path) -> Path:
             shutil.copy2(source, copy / name)
     (copy / "scripts").mkdir()
     shutil.copy2(REPO / "scripts" / "ensure-env", copy / "scripts" / "ensure-env")
+    # The virtual environment `make install` makes, as the README's `.venv/bin/...` finds it.
+    (copy / ".venv").symlink_to(Path(sys.executable).parent.parent)
     return copy
 
 
 def _new_shell(tmp_path: Path) -> dict[str, str]:
-    """A new user's shell: no PKB_DEBUG, no secret key, not under pytest."""
+    """A new user's shell: no PKB_DEBUG, no secret key, not under pytest, no virtual
+    environment on PATH."""
     return {
-        "PATH": os.environ["PATH"],
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'readme.sqlite3'}",
         "DJANGO_SUPERUSER_PASSWORD": "a-long-enough-password-1",
@@ -164,6 +171,8 @@ def test_without_env_file_or_debug_manage_py_still_requires_a_secret_key(checkou
         done = _manage(checkout_copy, env | extra, "check")
         assert done.returncode != 0
         assert "PKB_SECRET_KEY (or PKB_SECRET_KEY_FILE) is required" in done.stderr
+        assert "`make install` writes one" in done.stderr, "and where a development one comes from"
+        assert "Traceback" not in done.stderr
 
 
 def test_a_malformed_env_file_stops_manage_py_with_its_line(checkout_copy, tmp_path):
@@ -171,3 +180,77 @@ def test_a_malformed_env_file_stops_manage_py_with_its_line(checkout_copy, tmp_p
     done = _manage(checkout_copy, _new_shell(tmp_path), "check")
     assert done.returncode == 1
     assert "line 2: expected NAME=value" in done.stderr and "Traceback" not in done.stderr
+
+
+# How the next test runs each of the README's `.venv/bin/...` commands ("{}" is the
+# command): as written; with what a person would type at its prompt; or with --help where
+# it needs what a new shell lacks (a running site, a worker, minutes of CPU), which still
+# fails when the module, the command or an option before --help is gone. A command added to
+# the README fails the test until it is listed here.
+README_COMMANDS = {
+    ".venv/bin/python -m zipfile -c bundle.zip examples/pytorch/*.py": "{}",
+    ".venv/bin/python manage.py createsuperuser": "{} --noinput --username admin "
+    "--email admin@example.org",
+    ".venv/bin/python -m evaluator check bundle.zip --world-size 4": "{} --help",
+    ".venv/bin/pkb": "{} --help",
+    ".venv/bin/activate": ". {} && pkb --help",  # "then plain `pkb`"
+    ".venv/bin/pkb login --url http://127.0.0.1:8000": "{} --help",
+    ".venv/bin/pkb problems": "{} --help",
+    ".venv/bin/pkb submit bundle.zip --wait": "{} --help",
+    ".venv/bin/pkb status 42": "{} --help",
+    ".venv/bin/pkb leaderboard --category collective --profile h200x4 --problem all-reduce": (
+        "{} --help"
+    ),
+    '.venv/bin/python manage.py submit_example examples/fast --label "Example: examples/fast"': (
+        "{} --help"
+    ),
+    ".venv/bin/python -m portal.leaderboard.bench": "{} --help",
+    ".venv/bin/python -m portal.leaderboard.bench --database-url postgres://localhost/pkb_bench": (
+        "{} --help"
+    ),
+}
+# The `manage.py` commands the README names in its text, run as written (arguments filled).
+README_MANAGE_PY = {
+    "createsuperuser": None,  # above
+    "submit_example": None,  # above
+    "sync_problems": "sync_problems",
+    "rerun_top": "rerun_top --top 3",
+    "bundles": "bundles backup var/bundles.tar && .venv/bin/python manage.py bundles "
+    "restore var/bundles.tar",
+}
+# Sections for the production hosts: commands as root under /opt/pkb (docs/deploy.md).
+PRODUCTION_HOST_SECTIONS = ("### The portal host", "### A GPU host")
+
+
+def _development_readme() -> str:
+    sections = re.split(r"(?m)^(?=#{2,3} )", (REPO / "README.md").read_text())
+    return "".join(s for s in sections if not s.startswith(PRODUCTION_HOST_SECTIONS))
+
+
+def _readme_commands(text: str) -> set[str]:
+    found = re.findall(r"(?<![\w/])\.venv/bin/[^`#\n]*", text)
+    return {" ".join(c.replace("[", "").replace("]", "").split()) for c in found}
+
+
+def test_every_readme_command_works_in_a_new_shell(checkout_copy, tmp_path):
+    text = _development_readme()
+    commands = _readme_commands(text)
+    assert ".venv/bin/python manage.py createsuperuser" in commands, "the reading works"
+    assert not commands - README_COMMANDS.keys(), "say below how this test runs them"
+    named = set(re.findall(r"manage\.py\s+(\w+)", text))
+    assert not named - README_MANAGE_PY.keys(), "say below how this test runs them"
+
+    env = _new_shell(tmp_path)
+    env.pop("DATABASE_URL")  # the default, SQLite under var/, as `make run` has it
+    # A new clone after `make install`, which writes .env and migrates nothing.
+    subprocess.run([str(checkout_copy / "scripts" / "ensure-env")], check=True, env=env)
+    lines = [".venv/bin/python manage.py migrate --noinput --verbosity 0"]
+    lines += [".venv/bin/python manage.py " + a for a in README_MANAGE_PY.values() if a]
+    lines += [how.format(command) for command, how in README_COMMANDS.items()]
+    for line in lines:
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=checkout_copy, env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert (checkout_copy / "bundle.zip").is_file()
