@@ -20,6 +20,9 @@ graceful_timeout = 30
 # Recycle a process now and then: a slow leak never grows for long.
 max_requests = 2000
 max_requests_jitter = 200
+# gunicorn's default, stated: the API schema documents the 414 it answers past it
+# (portal/api/schema.py). No query of the API needs more.
+limit_request_line = 4094
 accesslog = "-"
 errorlog = "-"
 # The proxy's address: only its X-Forwarded-* headers are believed.

@@ -60,18 +60,32 @@ class Pagination(LimitOffsetPagination):
         minimum = {self.limit_query_param: 1, self.offset_query_param: 0}
         for parameter in parameters:
             parameter["schema"]["minimum"] = minimum[parameter["name"]]
+            parameter["description"] += f" Given at most once: {ONCE}"
         return parameters
 
 
+ONCE = "a parameter given more than once (`?limit=1&limit=2`) is a 400."
+
+
+def _single(request: Request, name: str) -> str | None:
+    """The query parameter's one value. Given twice, Django would quietly take the last
+    and DRF's own checks the same: which one a client meant is unknowable, so a 400."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise ValidationError({name: [f"given {len(values)} times ({values!r}); give it once."]})
+    return values[0] if values else None
+
+
 def _whole_number(request: Request, name: str, *, minimum: int) -> None:
-    value = request.query_params.get(name)
+    value = _single(request, name)
     if value is not None and not (value.isdigit() and value.isascii() and int(value) >= minimum):
         raise ValidationError({name: [f"{value!r} is not a whole number of at least {minimum}."]})
 
 
 def _query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
-    """A query parameter from a fixed set; absent is None, but empty or unknown is a 400."""
-    value = request.query_params.get(name)
+    """A query parameter from a fixed set; absent is None, but empty, unknown or repeated
+    is a 400."""
+    value = _single(request, name)
     if value is not None and value not in choices:
         raise ValidationError({name: [f"{value!r} is not one of: {', '.join(sorted(choices))}."]})
     return value

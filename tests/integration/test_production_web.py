@@ -125,6 +125,12 @@ def test_gunicorn_serves_pages_hashed_static_files_and_health(gunicorn):
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
 
+    # A request line past gunicorn's limit_request_line: the 414 the API schema documents,
+    # answered by gunicorn itself with an HTML page.
+    assert gunicorn.get("/api/problems/?limit=" + "1" * 4000).status_code == 200
+    too_long = gunicorn.get("/api/problems/?limit=" + "1" * 4100)
+    assert too_long.status_code == 414 and too_long.headers["content-type"] == "text/html"
+
 
 def test_metrics_show_the_queue_depth_after_a_submission(gunicorn):
     problems_sync()

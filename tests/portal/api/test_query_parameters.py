@@ -45,3 +45,29 @@ def test_good_values_still_work(api, problems):
     assert api.get(reverse("api:leaderboard"), {"category": "tensor"}).status_code == 200
     data = api.get(reverse("api:teams"), {"offset": "0", "limit": "1"}).json()
     assert data["results"] == [] and data["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=1&limit=2", "offset=0&offset=5", "limit=1&offset=0&offset=0"]
+)
+def test_limit_or_offset_given_twice_on_your_submissions_is_a_400(alice_api, query):
+    response = alice_api.get(f"{reverse('api:submissions')}?{query}")
+    assert response.status_code == 400
+    [(parameter, [message])] = response.json().items()
+    assert parameter in query and "given 2 times" in message and "give it once" in message
+
+
+def test_a_repeated_choice_is_a_400_even_when_both_values_are_good(api, problems):
+    response = api.get(f"{reverse('api:leaderboard')}?category=tensor&category=collective")
+    assert response.status_code == 400
+    assert "category" in response.json()
+
+
+def test_the_schema_says_limit_and_offset_are_given_once(client):
+    schema = client.get(reverse("api:schema"), {"format": "json"}).json()
+    parameters = schema["paths"]["/api/submissions/"]["get"]["parameters"]
+    paging = {p["name"]: p for p in parameters if p["name"] in ("limit", "offset")}
+    assert set(paging) == {"limit", "offset"}
+    for parameter in paging.values():
+        assert "more than once" in parameter["description"]
+        assert parameter["schema"]["type"] == "integer", "one value, not an array"

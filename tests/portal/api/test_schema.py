@@ -80,3 +80,11 @@ def test_an_unknown_api_address_is_a_json_404(client):
         assert response.status_code == 404
         assert response.json() == {"detail": "No such API address."}
     assert client.get("/api/teams").status_code == 301  # APPEND_SLASH still redirects
+
+
+def test_every_operation_documents_the_414_of_an_over_long_request_line(client):
+    schema = client.get(reverse("api:schema"), {"format": "json"}).json()
+    for path, method, operation in _operations(schema):
+        response = operation["responses"]["414"]
+        assert "4,094 bytes" in response["description"], (method, path)
+        assert "text/html" in response["content"], "the web server's page, not JSON"
