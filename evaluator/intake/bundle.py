@@ -15,6 +15,7 @@ before they are parsed (evaluator/intake/sources.py).
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import lzma
 import os
@@ -374,17 +375,35 @@ def _check_sources(files: dict[str, bytes], known_slugs: Collection[str]) -> dic
             )
         slug = base.removesuffix(".py")
         if slug not in known_slugs:
-            raise BundleError(
-                f"unknown problem {slug!r} ({path}); known problems: {', '.join(known)}"
-            )
+            raise BundleError(f"unknown problem {slug!r} ({path}); {did_you_mean(slug, known)}")
         if not _defines_solution(tree):
             raise BundleError(f"{path} defines no top-level solution function")
         solutions[slug] = path
     if not solutions:
         raise BundleError(
-            f"the bundle holds no <problem-slug>.py file (known problems: {', '.join(known)})"
+            "the bundle holds no <problem-slug>.py file: name each solution after its "
+            f"problem's slug, as the problems page lists them (e.g. {known[0]}.py)"
+            if known
+            else "the bundle holds no <problem-slug>.py file"
         )
     return solutions
+
+
+def closest_slugs(slug: str, known: Collection[str], *, n: int = 3) -> list[str]:
+    """The known slugs nearest to a mistyped one (difflib's ratio): `allreduce` finds
+    `all-reduce`. A slug that merely starts or ends like one counts too (`reduce`)."""
+    close = difflib.get_close_matches(slug, known, n=n, cutoff=0.6)
+    if len(close) < n and len(slug) >= 3:
+        close += sorted(k for k in known if slug in k and k not in close)[: n - len(close)]
+    return close
+
+
+def did_you_mean(slug: str, known: Collection[str]) -> str:
+    """What an unknown slug's message ends with: the nearest slugs, never all 97."""
+    close = closest_slugs(slug, known)
+    if close:
+        return f"did you mean {', '.join(close)}?"
+    return "no known problem is close: the problems page lists them"
 
 
 def _defines_solution(tree: ast.Module) -> bool:

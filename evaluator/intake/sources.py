@@ -47,10 +47,27 @@ def parse_python(path: str, data: bytes, *, max_tokens: int) -> tuple[ast.Module
     try:
         return ast.parse(source, filename=path), tokens
     except SyntaxError as exc:
-        raise SourceError(f"{path} line {exc.lineno}: {exc.msg}") from None
+        raise SourceError(_syntax_error(path, exc)) from None
     except (RecursionError, MemoryError):
         # A backstop: _measure_source keeps sources well below where these are raised.
         raise SourceError(f"{path}: too deeply nested or too large to parse") from None
+
+
+def _syntax_error(path: str, exc: SyntaxError) -> str:
+    """ "a.py line 3, column 3: invalid syntax: `x = = 1`": where to look, and the line
+    itself (cut, and shown as text: it is the uploader's own code)."""
+    where = f"{path} line {exc.lineno}"
+    if exc.offset:
+        where += f", column {exc.offset}"
+    text = (exc.text or "").strip()
+    if not text:
+        return f"{where}: {exc.msg}"
+    if len(text) > MAX_SHOWN_LINE:
+        text = text[:MAX_SHOWN_LINE] + "…"
+    return f"{where}: {exc.msg}: `{text}`"
+
+
+MAX_SHOWN_LINE = 120
 
 
 # PEP 263: a comment on line 1 or 2 naming the source's encoding.

@@ -11,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, status
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import NotFound, Throttled, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.host.profiles import PROFILES
+from evaluator.intake.bundle import did_you_mean
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.api import serializers
@@ -98,12 +99,27 @@ class ProblemList(generics.ListAPIView):
     queryset = Problem.objects.published().in_catalog_order()
 
 
+def _published_problem(slug: str) -> Problem:
+    """The published problem, or a 404 that names the closest published slugs (a typo in
+    `pkb leaderboard --problem` should not send people to read all 97)."""
+    try:
+        return Problem.objects.published().get(slug=slug)
+    except Problem.DoesNotExist:
+        known = Problem.objects.published().values_list("slug", flat=True)
+        raise NotFound(f"No published problem {slug!r}; {did_you_mean(slug, known)}") from None
+
+
 class ProblemDetail(generics.RetrieveAPIView):
     """A published problem with its reference source."""
 
     serializer_class = serializers.ProblemDetailSerializer
     queryset = Problem.objects.published()
     lookup_field = "slug"
+
+    def get_object(self) -> Problem:
+        problem = _published_problem(self.kwargs["slug"])
+        self.check_object_permissions(self.request, problem)
+        return problem
 
 
 class Leaderboard(APIView):
@@ -127,7 +143,7 @@ class ProblemLeaderboard(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
-        problem = get_object_or_404(Problem.objects.published(), slug=slug)
+        problem = _published_problem(slug)
         board = problem_board(problem=problem, profile=profile)
         data = {
             "problem": problem.slug,

@@ -119,6 +119,13 @@ def test_example_rows_are_labelled_and_unranked(capsys, site, problems, team, ch
         assert "1 " in next(line for line in out.splitlines() if "Alice's Kernels" in line)
 
 
+def test_an_unknown_problem_gets_the_closest_slugs(capsys, site, problems):
+    code, _, err = run(capsys, "leaderboard", "--problem", "allreduce")
+    assert code == 3
+    assert "No published problem 'allreduce'; did you mean all-reduce" in err
+    assert "secret-op" not in err
+
+
 def test_an_unknown_category_is_an_error(capsys, site, problems):
     code, _, err = run(capsys, "leaderboard", "--category", "astrology")
     assert code == 3 and "pkb: error:" in err

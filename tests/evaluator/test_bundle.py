@@ -146,12 +146,24 @@ def test_it_rejects_a_nul_in_a_zip_name():
     rejects("b.zip", data, "NUL")
 
 
-def test_it_rejects_an_unknown_problem_naming_it():
+def test_it_rejects_an_unknown_problem_naming_it_and_the_closest_slugs():
     rejects(
         "b.zip",
-        make_zip({"foo.py": GOOD}),
-        r"unknown problem 'foo' \(foo\.py\); known problems: all-gather, all-reduce",
+        make_zip({"allreduce.py": GOOD}),
+        r"unknown problem 'allreduce' \(allreduce\.py\); did you mean all-reduce\?$",
     )
+    rejects("b.zip", make_zip({"foo.py": GOOD}), "no known problem is close")
+
+
+def test_did_you_mean_names_a_few_of_the_whole_catalog_never_all_of_it():
+    from problems.registry import all_problems
+
+    known = sorted(p.slug for p in all_problems())
+    with pytest.raises(BundleError) as refused:
+        read_bundle("b.zip", make_zip({"reducescatter.py": GOOD}), known_slugs=known)
+    suggested = str(refused.value).split("did you mean ")[1].rstrip("?").split(", ")
+    assert suggested[0] == "reduce-scatter" and len(suggested) <= 3
+    assert set(suggested) <= set(known)
 
 
 def test_it_rejects_duplicate_names():
@@ -190,9 +202,13 @@ def test_a_coding_word_after_the_first_statement_is_no_declaration():
     assert read("b.zip", make_zip({"all-reduce.py": source})).solutions
 
 
-def test_it_reports_syntax_errors_with_file_and_line():
+def test_it_reports_syntax_errors_with_file_line_column_and_the_line():
     source = "def solution(x):\n    return x\nx = = 1\n"
-    rejects("b.zip", make_zip({"all-reduce.py": source}), "all-reduce.py line 3: invalid syntax")
+    rejects(
+        "b.zip",
+        make_zip({"all-reduce.py": source}),
+        r"^all-reduce\.py line 3, column 5: invalid syntax: `x = = 1`$",
+    )
 
 
 def test_it_checks_helper_modules_parse_too():

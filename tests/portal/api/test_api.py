@@ -34,6 +34,17 @@ def test_unpublished_and_unknown_problems_are_a_404(client, problems, slug):
     assert client.get(reverse("api:problem", args=[slug])).status_code == 404
 
 
+@pytest.mark.parametrize("name", ["api:problem", "api:problem-leaderboard"])
+def test_a_mistyped_problem_gets_the_closest_published_slugs(client, problems, name):
+    response = client.get(reverse(name, args=["secret-opp"]))
+    assert response.status_code == 404
+    assert "secret-op" not in response.json()["detail"].replace("secret-opp", "")
+    response = client.get(reverse(name, args=["all_reduce"]))
+    assert response.json() == {
+        "detail": "No published problem 'all_reduce'; did you mean all-reduce?"
+    }
+
+
 def test_the_leaderboard(client, problems):
     submit(TeamFactory(name="Ring Masters", slug="ring-masters"), {problems["all-reduce"]: 2.0})
     data = client.get(reverse("api:leaderboard")).json()

@@ -84,11 +84,19 @@ def test_it_rejects_a_bad_bundle_and_keeps_nothing(
     assert stored_files() == []
 
 
-def test_an_unknown_slug_message_never_names_unpublished_problems(alice, problems):
+def test_an_unknown_slug_gets_the_closest_published_slugs(alice, problems):
     with pytest.raises(SubmissionError) as caught:
-        submission_create(user=alice, upload=upload(solving("nope")))
-    assert "all-reduce" in str(caught.value)
-    assert "secret-op" not in str(caught.value) and "old-op" not in str(caught.value)
+        submission_create(user=alice, upload=upload(solving("all-reduse")))
+    assert str(caught.value).endswith("did you mean all-reduce?")
+
+
+def test_an_unknown_slug_message_never_names_unpublished_problems(alice, problems):
+    for near_hidden in ("secret-opp", "old-opp"):
+        with pytest.raises(SubmissionError) as caught:
+            submission_create(user=alice, upload=upload(solving(near_hidden)))
+        suggested = str(caught.value).replace(near_hidden, "")
+        assert "unknown problem" in suggested
+        assert "secret-op" not in suggested and "old-op" not in suggested
 
 
 def test_it_rejects_an_oversized_upload_before_reading_it(alice, problems, settings):
