@@ -9,5 +9,6 @@ app_name = "leaderboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("leaderboard/", views.home, name="leaderboard"),
+    path("leaderboard/scoring/", views.about_scoring, name="scoring"),
     path("teams/<slug:slug>/", views.team_page, name="team"),
 ]

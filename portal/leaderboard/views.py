@@ -81,10 +81,21 @@ def home(request: HttpRequest) -> HttpResponse:
                 for c in board.categories_present
             ],
             "overall_link": _switch_query(profile=profile, category=None),
+            "column_links": [
+                (col, _switch_query(profile=profile, category=col.value)) for col in board.columns
+            ],
             "category": Category(category) if category else None,
             "page_query": _switch_query(profile=profile, category=category).lstrip("?"),
+            # CPU hosts measure no link bandwidth, so their results carry no roofline.
+            "measures_links": PROFILES[profile].backend != "gloo",
         },
     )
+
+
+@require_safe
+def about_scoring(request: HttpRequest) -> HttpResponse:
+    """How the boards score and rank, kept off the board itself so the table comes first."""
+    return render(request, "leaderboard/about.html", {"profiles": PROFILES.values()})
 
 
 @require_safe

@@ -158,7 +158,7 @@ def test_the_board_page_labels_the_example_row(client, p, staff_team):
     row = html[html.index('<tr class="example"') :]
     row = row[: row.index("</tr>")]
     assert FAST in row and '<span class="badge example">example</span>' in row
-    assert '<td class="num">–</td>' in row and "/teams/examples/" not in row
+    assert '<td class="num rank">–</td>' in row and "/teams/examples/" not in row
     assert html.index(FAST) < html.index("Ring Masters") < html.index(BASELINE_NAME)
 
 

@@ -26,11 +26,37 @@ def test_the_leaderboard_is_public_and_ranks_teams(client, ranked, url):
     assert "2.00×" in page and "1.50×" in page
 
 
-def test_it_renders_a_column_group_per_category(client, ranked):
+def test_it_renders_a_column_per_category_linked_to_its_board(client, ranked):
     page = client.get(reverse("leaderboard:home")).content.decode()
-    assert '<th colspan="3" class="group">Collective primitives</th>' in page
-    assert '<th colspan="3" class="group">Tensor parallel</th>' in page
+    link = '<th class="num cat"><a href="?category={}" title="{}">{}</a></th>'
+    assert link.format("collective", "Collective primitives", "Coll") in page
+    assert link.format("tensor", "Tensor parallel", "TP") in page
     assert "Expert parallel" not in page  # no published problem in it
+    assert 'title="fast_1 50%, solved 1 of 2, geomean 2.00×"' in page  # 2 collectives
+
+
+def test_the_scoring_rules_are_a_page_of_their_own_linked_above_the_table(client, ranked):
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    about = reverse("leaderboard:scoring")
+    assert f'<a id="about-scoring" href="{about}">About scoring</a>' in page
+    assert page.index('id="about-scoring"') < page.index('id="leaderboard"')
+    response = client.get(about)
+    assert response.status_code == 200
+    assert "fast<sub>2</sub>" in response.content.decode()
+    assert client.post(about).status_code == 405
+
+
+def test_hardware_is_a_tab_row(client, ranked):
+    page = client.get(reverse("leaderboard:home"), {"profile": "h200x4"}).content.decode()
+    assert 'class="chip active" aria-current="page" data-profile="h200x4"' in page
+    assert '<a href="?" class="chip" data-profile="cpu">' in page
+
+
+def test_only_cpu_boards_say_why_the_roofline_column_is_empty(client, ranked):
+    cpu = client.get(reverse("leaderboard:home")).content.decode()
+    assert 'id="roofline-note"' in cpu and "CPU hosts measure no link bandwidth" in cpu
+    gpu = client.get(reverse("leaderboard:home"), {"profile": "h200x4"}).content.decode()
+    assert 'id="roofline-note"' not in gpu
 
 
 def test_the_category_switcher_links_and_filters(client, ranked):
@@ -88,7 +114,7 @@ def test_the_roofline_column_shows_the_mean_and_is_blank_for_the_baseline(client
     response = client.get(reverse("leaderboard:home"))
     page = response.content.decode()
     assert '<th colspan="6" class="group">All problems</th>' in page
-    assert ">Roofline</th>" in page
+    assert ">Roofline<" in page
     assert '<td class="num roofline">62%</td>' in page
     [team, baseline] = response.context["board"].rows  # 2 faster at 1.5x: above the baseline
     assert team.roofline == pytest.approx(0.62) and baseline.roofline is None

@@ -54,7 +54,8 @@ def test_the_reference_row_stays_above_a_team_that_is_not_faster_beyond_noise(cl
 def test_the_page_shows_the_range_and_says_the_rule(client, close_race):
     html = client.get(reverse("leaderboard:home")).content.decode()
     assert html.count(">2-3</span>") == 2
-    assert f'<span id="scoring-rule">{escape(RULE)}</span>' in html
+    about = client.get(reverse("leaderboard:scoring")).content.decode()
+    assert f'<p id="scoring-rule">{escape(RULE)}</p>' in about
 
 
 def test_the_team_page_shows_its_range(client, close_race):

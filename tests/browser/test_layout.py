@@ -1,0 +1,100 @@
+"""The leaderboard's layout at a laptop's width (1280 px) and a phone's (390 px)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from portal.problems.models import Category, Problem
+from portal.problems.services import problems_sync
+from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def phone(browser, live_server) -> Iterator:
+    context = browser.new_context(base_url=live_server.url, viewport=PHONE, is_mobile=True)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def full_board(settings, tmp_path):
+    """Three teams with a result in every category, so every category column is drawn;
+    the longest name is one a team could well choose."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    problems_sync()
+    firsts = [Problem.objects.filter(category=c).order_by("slug").first() for c in Category]
+    names = ["Ring Masters", "Tensor Twins", "The Extremely Long Team Name Of Kernels"]
+    for n, name in enumerate(names):
+        team = TeamFactory(name=name, slug=f"team-{n}")
+        submission = SubmissionFactory(team=team, done=True)
+        for problem in firsts:
+            ProblemResultFactory(submission=submission, problem=problem, speedup=1.2 + n / 10)
+
+
+def _phone_screenshot(phone, name: str) -> None:
+    """As the `screenshot` fixture, of the phone's page (that fixture takes the laptop's)."""
+    folder = os.environ.get("PKB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        phone.screenshot(path=str(Path(folder) / f"{name}.png"))
+
+
+def _page_overflow(page) -> int:
+    """How far the page itself is wider than the window (a table may scroll in its box)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def test_at_1280_the_page_does_not_overflow_and_every_category_is_reachable(
+    page, full_board, screenshot
+):
+    page.goto("/")
+    page.locator("#leaderboard tbody tr.team-row").first.wait_for()
+    assert _page_overflow(page) <= 0
+    groups = page.locator("#leaderboard thead th.cat")
+    assert groups.count() == len(Category)
+    # The whole table fits its box: no category column is cut off or behind a scroll.
+    hidden = page.locator(".table-scroll").evaluate("box => box.scrollWidth - box.clientWidth")
+    assert hidden <= 0
+    last = groups.last.bounding_box()
+    assert last is not None and last["x"] + last["width"] <= 1280
+    screenshot("leaderboard-1280")
+
+
+def test_on_a_phone_the_first_screen_shows_the_table_not_the_rules(phone, full_board):
+    phone.goto("/")
+    phone.locator("#leaderboard tbody tr.team-row").first.wait_for()
+    assert _page_overflow(phone) <= 0
+    # The table scrolls in its own box; its first columns are on the first screen.
+    first_columns = ("th.rank", "th.team", "th.fast-1", "tr.team-row td.team", "td.fast-1")
+    for selector in (f"#leaderboard {s}" for s in first_columns):
+        box = phone.locator(selector).first.bounding_box()
+        assert box is not None, selector
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], selector
+        assert box["y"] + box["height"] <= PHONE["height"], f"{selector} below the first screen"
+    _phone_screenshot(phone, "leaderboard-390")
+    link = phone.get_by_role("link", name="About scoring")
+    assert link.is_visible()
+    link.click()
+    phone.get_by_role("heading", name="About scoring").wait_for()
+    assert "interval" in phone.locator("#scoring-rule").inner_text()
+
+
+def test_hardware_is_a_tab_row_and_the_cpu_board_says_why_roofline_is_empty(page, full_board):
+    page.goto("/")
+    tabs = page.locator("#profile-switcher")
+    assert tabs.locator("[aria-current=page]").inner_text().startswith("CPU")
+    assert "CPU hosts measure no link bandwidth" in page.locator("#roofline-note").inner_text()
+    tabs.get_by_role("link", name="4x H200 (NVLink)").click()
+    page.wait_for_url("**/?profile=h200x4")
+    assert page.locator("#profile-switcher [aria-current=page]").inner_text().startswith("4x H200")
+    assert page.locator("#roofline-note").count() == 0
