@@ -11,6 +11,12 @@ from portal.leaderboard.selectors import ExampleRow
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, ResultRun, Submission
 
+# Times are plain numbers in microseconds here, the unit in each field's name; the site
+# and pkb show them scaled, unit always written (portal/formats.py).
+TIME_HELP = "Median per-call time, in microseconds (µs), summed over the cases."
+REF_TIME_HELP = "The reference's, in microseconds (µs), timed beside it."
+TIMES = {"time_us": {"help_text": TIME_HELP}, "ref_time_us": {"help_text": REF_TIME_HELP}}
+
 INTERVAL_HELP = (
     "Confidence interval of the speedup (low, high), from reference and candidate timed in "
     "alternating rounds; null for results of hosts that did not report one."
@@ -128,7 +134,7 @@ class ResultRunSerializer(serializers.ModelSerializer):
             "roofline",
             "flags",
         ]
-        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}}
+        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}, **TIMES}
 
 
 class ProblemResultSerializer(serializers.ModelSerializer):
@@ -162,7 +168,7 @@ class ProblemResultSerializer(serializers.ModelSerializer):
             "run_count",
             "runs",
         ]
-        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}}
+        extra_kwargs = {"speedup_low": {"help_text": INTERVAL_HELP}, **TIMES}
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -253,8 +259,8 @@ class _ProblemResultColumns(serializers.Serializer):
     run_count = serializers.IntegerField(
         help_text="Judged runs of the code the numbers are medians of."
     )
-    time_us = serializers.FloatField(allow_null=True)
-    ref_time_us = serializers.FloatField(allow_null=True)
+    time_us = serializers.FloatField(allow_null=True, help_text=TIME_HELP)
+    ref_time_us = serializers.FloatField(allow_null=True, help_text=REF_TIME_HELP)
     roofline = serializers.FloatField(allow_null=True)
     reached_at = serializers.DateTimeField(allow_null=True)
 

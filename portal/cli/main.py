@@ -21,6 +21,7 @@ from rich.table import Table
 from evaluator.contract import printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
+from portal.formats import duration_us
 from portal.leaderboard.scoring import RULE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -113,8 +114,8 @@ def _results_table(submission: dict) -> Table:
             r["problem"],
             status,
             _speedup(r),
-            _fmt(r["time_us"], ".1f", " µs"),
-            _fmt(r["ref_time_us"], ".1f", " µs"),
+            duration_us(r["time_us"]),
+            duration_us(r["ref_time_us"]),
             _fmt(r["roofline"], ".0%"),
             _plain((r["message"] or "").splitlines()[0][:120]) if r["message"] else "",
         )
@@ -261,8 +262,8 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
             "—" if row.get("is_example") else str(row["rank"]),
             row["label"] if row.get("is_example") else row["team"],
             _speedup(row),
-            _fmt(row["time_us"], ".1f", " µs"),
-            _fmt(row["ref_time_us"], ".1f", " µs"),
+            duration_us(row["time_us"]),
+            duration_us(row["ref_time_us"]),
             _fmt(row["roofline"], ".0%"),
         )
     _out().print(table)

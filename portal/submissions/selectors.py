@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from portal.accounts.models import Team
@@ -143,7 +144,10 @@ def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
 
 
 def team_recent_submissions(team, *, limit: int = 20) -> list[Submission]:
-    return list(Submission.objects.for_team(team).select_related("user")[:limit])
+    # passed_count: a "done" with nothing passed is not shown as a success (one query).
+    passed = Count("results", filter=Q(results__status=ProblemResult.Status.PASSED))
+    submissions = Submission.objects.for_team(team).select_related("user")
+    return list(submissions.annotate(passed_count=passed)[:limit])
 
 
 @dataclass(frozen=True)

@@ -197,14 +197,15 @@ def evaluate_between_polls(monkeypatch, *, outcome=EvaluationOutcome.DONE, resul
 
 def test_submit_wait_follows_it_to_its_results(capsys, monkeypatch, as_alice, bundle):
     polls = evaluate_between_polls(
-        monkeypatch, results=[reported("all-reduce"), reported("all-gather", speedup=0.8)]
+        monkeypatch,
+        results=[reported("all-reduce"), reported("all-gather", speedup=0.8, time_us=1840.0)],
     )
     code, out, err = run(capsys, "submit", str(bundle), "--wait", "--poll", "0.5")
     assert code == 0
     assert polls == [0.5, 0.5]
     assert "2/2" in err  # the progress bar, finished
     assert "done" in out and "all-gather" in out and "0.80x" in out and "1.50x" in out
-    assert "120.0 µs" in out
+    assert "120.0 µs" in out and "1.84 ms" in out  # the site's convention (portal/formats.py)
 
 
 def test_submit_wait_fails_when_a_problem_fails(capsys, monkeypatch, as_alice, bundle):

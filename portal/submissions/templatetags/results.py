@@ -6,25 +6,28 @@ import math
 
 from django import template
 
+from portal import formats
+from portal.formats import DASH
+from portal.formats import is_number as _is_number
+
 register = template.Library()
 
-DASH = "—"
-
-
-def _is_number(value: object) -> bool:
-    # Case rows are JSON: a key missing from an older row reaches a filter as "".
-    return isinstance(value, int | float) and not isinstance(value, bool)
+# The site's and pkb's one convention for times (portal/formats.py).
+duration_us = register.filter("duration_us", formats.duration_us)
 
 
 @register.filter
-def duration_us(value: float | None) -> str:
-    if not _is_number(value):
-        return DASH
-    if value < 1_000:
-        return f"{value:.1f} µs"
-    if value < 1_000_000:
-        return f"{value / 1_000:.2f} ms"
-    return f"{value / 1_000_000:.2f} s"
+def time_quartiles(case: object) -> str:
+    """A case's timed rounds' interquartile range as the interval it is, "(83.1–86.0 µs)",
+    from the rounds the host reported; where a row has no rounds (older results), its width,
+    "(IQR 2.9 µs)"; blank where there is neither."""
+    rounds = _field(case, "rounds") or []
+    times = [r["candidate_us"] for r in rounds if _is_number(r.get("candidate_us"))]
+    found = formats.quartiles(times)
+    if found:
+        return f"({formats.duration_range_us(*found)})"
+    spread = _field(case, "time_spread_us")
+    return f"(IQR {formats.duration_us(spread)})" if _is_number(spread) and spread else ""
 
 
 @register.filter
@@ -72,3 +75,28 @@ def percent(value: float | None) -> str:
 def roofline(value: float | None) -> str:
     """floor / time as a share of the link limit: "62% of link limit"."""
     return f"{percent(value)} of link limit" if _is_number(value) else DASH
+
+
+def _none_passed(submission: object) -> bool:
+    """Done, and not one problem passed: a finished evaluation, not a success."""
+    if getattr(submission, "status", None) != "done":
+        return False
+    counted = getattr(submission, "passed_count", None)  # annotated by list selectors
+    if counted is not None:
+        return counted == 0
+    return not submission.results.filter(status="passed").exists()  # type: ignore[attr-defined]
+
+
+@register.filter
+def status_class(submission: object) -> str:
+    """The badge's classes: "done" is green only where something passed."""
+    if _none_passed(submission):
+        return "done-none-passed failed"
+    return str(getattr(submission, "status", ""))
+
+
+@register.filter
+def status_label(submission: object) -> str:
+    if _none_passed(submission):
+        return "Done: none passed"
+    return submission.get_status_display()  # type: ignore[attr-defined]

@@ -321,7 +321,8 @@ def test_the_roofline_is_shown_per_problem_and_per_case(client, alice, done, pro
     assert ">Roofline</th>" in page
     assert '<td class="num">62% of link limit</td>' in page
     assert "<summary>Cases of all-reduce (2)</summary>" in page
-    assert "<td>eval-1</td>" in page and "49.6 µs" in page and "± 2.0 µs" in page
+    assert "<td>eval-1</td>" in page and "49.6 µs" in page and "(IQR 2.0 µs)" in page
+    assert "±" not in page
     assert page.count("62% of link limit") == 2
     assert "Cases of all-gather" not in page  # no cases, no details
 
@@ -361,3 +362,42 @@ def test_the_environment_reads_well_for_a_cpu_host(client, alice, done):
 def test_no_environment_no_section(client, alice, submission):
     client.force_login(alice)
     assert "Environment" not in client.get(detail_url(submission.pk)).content.decode()
+
+
+# --- numbers: one convention for times; the IQR as an interval ---------------------------
+
+
+def test_a_cases_time_shows_the_middle_half_of_its_rounds_as_an_interval(
+    client, alice, done, problems
+):
+    rounds = [{"candidate_us": us} for us in (900.0, 980.0, 1000.0, 1020.0, 1500.0)]
+    case = {"case": "eval-1", "dtype": "float32", "passed": True, "time_us": 1000.0,
+            "time_spread_us": 40.0, "rounds": rounds}  # fmt: skip
+    ProblemResultFactory(submission=done, problem=problems["all-reduce"], cases=[case])
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    # Quartiles of the rounds as the judge takes them (inclusive): 980 and 1020 µs.
+    assert '1.00 ms <span class="muted time-iqr">(0.98–1.02 ms)</span>' in page
+    assert "±" not in page
+
+
+# --- a finished submission that passed nothing ------------------------------------------
+
+
+def test_a_done_submission_with_no_problem_passed_is_not_a_green_done(
+    client, alice, done, problems
+):
+    ProblemResultFactory(submission=done, problem=problems["all-reduce"], status="wrong_answer")
+    client.force_login(alice)
+    for url in (detail_url(done.pk), SUBMIT_URL):
+        page = client.get(url).content.decode()
+        assert "Done: none passed" in page, url
+        assert 'class="badge big done"' not in page and 'class="badge done"' not in page
+
+
+def test_a_done_submission_with_a_pass_is_done(client, alice, done, problems):
+    ProblemResultFactory(submission=done, problem=problems["all-reduce"], status="passed")
+    client.force_login(alice)
+    for url, badge in ((detail_url(done.pk), "badge big done"), (SUBMIT_URL, "badge done")):
+        page = client.get(url).content.decode()
+        assert f'class="{badge}">Done</span>' in page and "none passed" not in page
