@@ -1,6 +1,7 @@
 """SQL of the triggers that bump the boards' data version (see `freshness`).
 
-Installed by migration 0001 of this app. On SQLite, a later migration that rebuilds a
+Installed by migration 0001 of this app; later migrations install them again where they
+changed (every statement is idempotent). On SQLite, a later migration that rebuilds a
 watched table (SQLite's way to alter most columns) drops that table's triggers with it, so
 `reinstall_sqlite_triggers` puts them back after every `migrate` (`apps.ready`).
 """
@@ -23,6 +24,10 @@ LIVE_COLUMNS = (
 WATCHED_MODELS = (("submissions", "ProblemResult"), ("problems", "Problem"), ("accounts", "Team"))
 FUNCTION = "leaderboard_board_changed"
 SEQUENCE = "leaderboard_board_version"  # PostgreSQL
+# PostgreSQL: NOTIFY on this channel is delivered when the writing transaction commits,
+# which is when the boards' watchers rebuild (freshness.py); repeats in one transaction
+# are delivered once.
+CHANNEL = "leaderboard_board_changed"
 TABLE = "leaderboard_board_version"  # SQLite
 
 
@@ -37,7 +42,11 @@ def postgresql(watched: list[str], submissions: str) -> list[str]:
     sql = [
         f"CREATE SEQUENCE IF NOT EXISTS {SEQUENCE}",
         f"""CREATE OR REPLACE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN PERFORM nextval('{SEQUENCE}'); RETURN NULL; END $$""",
+            BEGIN
+              PERFORM nextval('{SEQUENCE}');
+              PERFORM pg_notify('{CHANNEL}', '');
+              RETURN NULL;
+            END $$""",
     ]
     sql += [
         f"CREATE OR REPLACE TRIGGER {FUNCTION} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
