@@ -8,13 +8,16 @@ several web processes and any of them may answer a scrape.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import redis
+from django.conf import settings
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from evaluator.host.profiles import PROFILES
 from portal.ops import checks, selectors
 
 logger = logging.getLogger(__name__)
@@ -30,22 +33,33 @@ class PortalCollector(Collector):
 
     def _queue(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
-            "pkb_queue_depth", "Submissions waiting for a host, per profile", labels=["profile"]
+            "pkb_queue_depth",
+            "Evaluations (submissions and re-runs) waiting for a host, per profile",
+            labels=["profile"],
         )
         running = GaugeMetricFamily(
-            "pkb_queue_running", "Submissions being evaluated, per profile", labels=["profile"]
+            "pkb_queue_running",
+            "Evaluations (submissions and re-runs) being evaluated, per profile",
+            labels=["profile"],
+        )
+        reruns = GaugeMetricFamily(
+            "pkb_queue_reruns",
+            "Re-runs for the ranking among the evaluations, per profile and state",
+            labels=["profile", "state"],
         )
         oldest = GaugeMetricFamily(
             "pkb_queue_oldest_queued_timestamp_seconds",
-            "When the longest-waiting submission of a profile was queued (absent: none waits)",
+            "When the longest-waiting evaluation of a profile was queued (absent: none waits)",
             labels=["profile"],
         )
         for row in selectors.queue_rows():
             depth.add_metric([row.profile], row.queued)
             running.add_metric([row.profile], row.running)
+            reruns.add_metric([row.profile, "queued"], row.reruns_queued)
+            reruns.add_metric([row.profile, "running"], row.reruns_running)
             if row.oldest_queued_at is not None:
                 oldest.add_metric([row.profile], row.oldest_queued_at.timestamp())
-        yield from (depth, running, oldest)
+        yield from (depth, running, reruns, oldest)
 
     def _states(self) -> Metric:
         family = GaugeMetricFamily(
@@ -100,9 +114,20 @@ class PortalCollector(Collector):
             "When each evaluator worker last sent its heartbeat, busy or idle",
             labels=["profile", "worker"],
         )
-        for (profile, worker), at in checks.worker_heartbeats().items():
+        connected = GaugeMetricFamily(
+            "pkb_workers_connected",
+            "Evaluator workers connected now (a heartbeat within three), per profile",
+            labels=["profile"],
+        )
+        heartbeats = checks.worker_heartbeats()
+        since = time.time() - 3 * settings.PKB_HEARTBEAT_S
+        for (profile, worker), at in heartbeats.items():
             workers.add_metric([profile, worker], at)
+        for profile in PROFILES:
+            alive = sum(1 for (p, _), at in heartbeats.items() if p == profile and at >= since)
+            connected.add_metric([profile], alive)
         yield workers
+        yield connected
 
 
 # A registry of its own: the default one would add this web process's own numbers, which

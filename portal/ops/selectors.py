@@ -1,7 +1,10 @@
 """Reads for operators: the queue per hardware profile and the numbers behind /metrics.
 
-Each selector is one aggregate query, whatever the number of submissions: Prometheus
-calls them at every scrape, and anyone may load the queue page.
+Each selector is a fixed number of aggregate queries, whatever the number of submissions:
+Prometheus calls them at every scrape, and anyone may load the queue page. The queue is
+every evaluation a host will run: submissions (examples and re-evaluations after a problem
+changed included) and re-runs for the ranking, which have their own state (Rerun) and
+occupy a host as long as any submission.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 
 from evaluator.host.profiles import PROFILES
-from portal.submissions.models import Submission
+from portal.accounts.models import Team
+from portal.submissions.models import Rerun, Submission
 
 # Upper bounds (seconds) of the evaluation-duration histogram: a CPU host takes seconds,
 # a whole catalog on GPUs tens of minutes, the hard limit is an hour.
@@ -25,9 +29,11 @@ class QueueRow:
     profile: str
     label: str
     queue: str
-    queued: int
+    queued: int  # evaluations waiting: submissions and re-runs
     running: int
     oldest_queued_at: datetime | None
+    reruns_queued: int = 0  # of which re-runs for the ranking
+    reruns_running: int = 0
 
     def oldest_wait_s(self, now: datetime) -> float | None:
         if self.oldest_queued_at is None:
@@ -35,34 +41,147 @@ class QueueRow:
         return max(0.0, (now - self.oldest_queued_at).total_seconds())
 
 
-def queue_rows() -> list[QueueRow]:
-    """One row per known profile (empty ones too), and any other profile still waiting."""
-    counts: dict[str, dict[str, Any]] = {
-        row["profile"]: dict(row)
-        for row in Submission.objects.active()
-        .values("profile")
+def _active_counts(queryset: Any, profile_field: str) -> dict[str, dict[str, Any]]:
+    """Per profile: queued, running and the oldest queued_at of `queryset`'s active rows."""
+    rows = (
+        queryset.values(profile_field)
         .annotate(
-            queued=Count("id", filter=Q(status=Submission.Status.QUEUED)),
-            running=Count("id", filter=Q(status=Submission.Status.RUNNING)),
-            oldest=Min("queued_at", filter=Q(status=Submission.Status.QUEUED)),
+            queued=Count("id", filter=Q(status="queued")),
+            running=Count("id", filter=Q(status="running")),
+            oldest=Min("queued_at", filter=Q(status="queued")),
         )
-    }
-    names = list(PROFILES) + sorted(set(counts) - set(PROFILES))
+        .order_by()
+    )
+    return {row[profile_field]: row for row in rows}
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    present = [m for m in moments if m is not None]
+    return min(present) if present else None
+
+
+def queue_rows() -> list[QueueRow]:
+    """One row per known profile (empty ones too), and any other profile still waiting;
+    two queries."""
+    submissions = _active_counts(Submission.objects.active(), "profile")
+    reruns = _active_counts(Rerun.objects.active(), "submission__profile")
+    names = list(PROFILES) + sorted((set(submissions) | set(reruns)) - set(PROFILES))
     rows = []
     for name in names:
         known = PROFILES.get(name)
-        row = counts.get(name, {})
+        own, rerun = submissions.get(name, {}), reruns.get(name, {})
         rows.append(
             QueueRow(
                 profile=name,
                 label=known.label if known else name,
                 queue=known.queue if known else "",
-                queued=row.get("queued", 0),
-                running=row.get("running", 0),
-                oldest_queued_at=row.get("oldest"),
+                queued=own.get("queued", 0) + rerun.get("queued", 0),
+                running=own.get("running", 0) + rerun.get("running", 0),
+                oldest_queued_at=_earliest(own.get("oldest"), rerun.get("oldest")),
+                reruns_queued=rerun.get("queued", 0),
+                reruns_running=rerun.get("running", 0),
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class QueuePlace:
+    """One of a team's evaluations in its profile's queue."""
+
+    submission_id: int
+    bundle_name: str
+    profile: str
+    status: str  # queued or running
+    problem: str = ""  # a re-run's problem; "" for the submission's own evaluation
+    position: int | None = None  # 1 = next to start; None while it runs
+    host: str = ""
+
+    @property
+    def is_rerun(self) -> bool:
+        return bool(self.problem)
+
+    @property
+    def place(self) -> str:
+        """ "3rd in line"; "" while it runs."""
+        if self.position is None:
+            return ""
+        n = self.position
+        suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+        return f"{n}{suffix} in line"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "submission": self.submission_id,
+            "bundle_name": self.bundle_name,
+            "profile": self.profile,
+            "status": self.status,
+            "problem": self.problem or None,
+            "position": self.position,
+            "host": self.host or None,
+        }
+
+
+def _ahead(
+    profile: str, queued_at: datetime | None, *, submission_id: int = 0, rerun_id: int = 0
+) -> int:
+    """Evaluations of `profile` queued before this one (hosts take them in that order; at
+    the same moment submissions first, then by id). One of the ids names this one."""
+    if queued_at is None:
+        return 0
+    before = Q(queued_at__lt=queued_at)
+    tied_submissions = Q(queued_at=queued_at) & (Q(id__lt=submission_id) if submission_id else Q())
+    tied_reruns = Q(queued_at=queued_at, id__lt=rerun_id) if rerun_id else Q(pk__in=[])
+    waiting = Submission.objects.filter(status=Submission.Status.QUEUED, profile=profile)
+    reruns = Rerun.objects.filter(status=Rerun.Status.QUEUED, submission__profile=profile)
+    return (
+        waiting.filter(before | tied_submissions).count()
+        + reruns.filter(before | tied_reruns).count()
+    )
+
+
+def team_queue_places(team: Team | None) -> list[QueuePlace]:
+    """The team's queued and running evaluations, each with its place in its profile's
+    queue; a few queries per evaluation (a team has at most PKB_MAX_ACTIVE_SUBMISSIONS
+    submissions active, and re-runs only of its top entries)."""
+    if team is None:
+        return []
+    places = []
+    for sub in Submission.objects.for_team(team).active().order_by("queued_at", "id"):
+        queued = sub.status == Submission.Status.QUEUED
+        ahead = _ahead(sub.profile, sub.queued_at, submission_id=sub.pk) if queued else None
+        places.append(
+            QueuePlace(
+                sub.pk,
+                sub.bundle_name,
+                sub.profile,
+                sub.status,
+                position=None if ahead is None else ahead + 1,
+                host=sub.host,
+            )
+        )
+    reruns = (
+        Rerun.objects.active()
+        .filter(submission__team=team)
+        .select_related("submission", "problem")
+        .order_by("queued_at", "id")
+    )
+    for rerun in reruns:
+        queued = rerun.status == Rerun.Status.QUEUED
+        profile = rerun.submission.profile
+        ahead = _ahead(profile, rerun.queued_at, rerun_id=rerun.pk) if queued else None
+        places.append(
+            QueuePlace(
+                rerun.submission_id,
+                rerun.submission.bundle_name,
+                profile,
+                rerun.status,
+                problem=rerun.problem.slug,
+                position=None if ahead is None else ahead + 1,
+                host=rerun.host,
+            )
+        )
+    return places
 
 
 def submissions_per_state() -> dict[tuple[str, str], int]:

@@ -4,6 +4,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
 from django.utils import timezone
 
+from portal.ops.selectors import queue_rows
+from portal.submissions import broker
 from portal.submissions.admin_actions import log_each, with_reason
 from portal.submissions.models import ActiveSubmission, ProblemResult, Rerun, Submission
 from portal.submissions.services import (
@@ -198,6 +200,20 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def changelist_view(self, request, extra_context=None):
+        # Above the list: every evaluation per profile, re-runs for the ranking included
+        # (they occupy hosts as submissions do but are listed under "Re-runs"), and the
+        # hosts connected now.
+        rows = queue_rows()
+        workers = broker.workers_connected({row.profile for row in rows})
+        context = {
+            "queue_summary": [
+                (row, None if workers is None else len(workers[row.profile])) for row in rows
+            ],
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
 
     @admin.display(description="Progress")
     def progress(self, submission: Submission) -> str:

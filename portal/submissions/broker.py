@@ -110,6 +110,20 @@ def worker_missing(profile: str, *, now: float | None = None) -> bool:
     return last is None or last < now - 3 * settings.PKB_HEARTBEAT_S
 
 
+def workers_connected(
+    profiles: set[str], *, now: float | None = None
+) -> dict[str, list[str]] | None:
+    """Per profile, the workers connected now (a heartbeat within three), by name; None when
+    the broker cannot say."""
+    now = time.time() if now is None else now
+    since = now - 3 * settings.PKB_HEARTBEAT_S
+    try:
+        return {p: liveness.live_workers(client(), p, since=since) for p in sorted(profiles)}
+    except liveness.ERRORS as exc:
+        logger.warning("cannot ask the broker for workers: %s", exc)
+        return None
+
+
 def live_canaries(profiles: set[str], *, now: float | None = None) -> dict[str, dict] | None:
     """Per profile, each connected worker's (a heartbeat within three) last canary reading
     as stored, None where it has none; None when the broker cannot say."""

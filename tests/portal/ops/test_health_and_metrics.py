@@ -65,8 +65,12 @@ def test_the_queue_shows_depth_and_oldest_wait_per_profile(client):
         "label": "2x H200 (NVLink)",
         "queued": 0,
         "running": 0,
+        "reruns_queued": 0,  # re-runs count too (test_queue.py)
+        "reruns_running": 0,
         "oldest_wait_s": None,
+        "workers": 0,  # hosts connected now (test_queue.py)
         "hosts": [],  # connected hosts and their canaries (test_canaries.py)
+        "yours": [],  # the viewer's team's evaluations (test_queue.py)
     }
 
     page = client.get(reverse("ops:queue")).content.decode()
