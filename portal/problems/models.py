@@ -54,8 +54,19 @@ class Problem(models.Model):
     world_sizes = models.JSONField(default=list)
     dtypes = models.JSONField(default=list)
     # The public dev cases ([{name, dtype, params}]): the shapes a team can try locally.
-    # The eval cases' shapes are hidden on production hosts, so they are never mirrored.
+    # Production hosts judge eval cases that are never published; `demo_cases` below are the
+    # repository's labelled stand-ins.
     public_cases = models.JSONField(default=list, blank=True)
+    # The repository's eval cases, a labelled demo set (production hosts judge unpublished
+    # ones), each with the bytes one rank must move at each world size:
+    # [{name, dtype, params, bytes_moved: {"2": n, ...}}], the roofline's numerator.
+    demo_cases = models.JSONField(default=list, blank=True)
+    # dtype -> {"atol", "rtol"} for every dtype the problem's cases use; 0 and 0 is exact.
+    tolerances = models.JSONField(default=dict, blank=True)
+    # The catalog's helper modules the reference imports: [{"path", "source"}].
+    helper_modules = models.JSONField(default=list, blank=True)
+    # A self-contained `<slug>.py` to start from (portal/problems/starter.py).
+    starter_source = models.TextField(blank=True)
     # `version` counts the changes of the catalog's `code_version` (a hash of the module).
     version = models.PositiveIntegerField(default=1)
     code_version = models.CharField(max_length=64, blank=True)

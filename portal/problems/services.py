@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
+from portal.problems import starter
 from portal.problems.models import Problem
 
 # The fields copied from the catalog; status and weight belong to the admins.
@@ -18,6 +20,10 @@ _MIRRORED = (
     "world_sizes",
     "dtypes",
     "public_cases",
+    "demo_cases",
+    "tolerances",
+    "helper_modules",
+    "starter_source",
 )
 
 
@@ -39,6 +45,35 @@ class SyncReport:
         return "; ".join(parts)
 
 
+def _bytes_by_world_size(problem: Any, case: Any) -> dict[str, int]:
+    # JSON keys are strings; a world size the byte model cannot size is left out.
+    sizes = {}
+    for world_size in problem.world_sizes:
+        try:
+            sizes[str(world_size)] = int(problem.bytes_moved(case, world_size))
+        except (ArithmeticError, ValueError, KeyError):
+            continue
+    return sizes
+
+
+def _tolerances(problem: Any) -> dict[str, dict[str, float]]:
+    return {
+        dtype: {"atol": problem.tolerance(dtype).atol, "rtol": problem.tolerance(dtype).rtol}
+        for dtype in problem.dtypes
+    }
+
+
+def _reference_module(problem: Any) -> str:
+    return str(inspect.getmodule(problem.reference).__name__)  # type: ignore[union-attr]
+
+
+def _helper_modules(problem: Any) -> list[dict[str, str]]:
+    return [
+        {"path": starter.module_path(name), "source": starter.module_source(name)}
+        for name in starter.helper_modules(_reference_module(problem))
+    ]
+
+
 def _catalog_fields(problem: Any) -> dict[str, Any]:
     return {
         "title": problem.title,
@@ -49,6 +84,18 @@ def _catalog_fields(problem: Any) -> dict[str, Any]:
         "world_sizes": list(problem.world_sizes),
         "dtypes": list(problem.dtypes),
         "public_cases": [case.to_json() for case in problem.dev_cases],
+        "demo_cases": [
+            {**case.to_json(), "bytes_moved": _bytes_by_world_size(problem, case)}
+            for case in problem.eval_cases
+        ],
+        "tolerances": _tolerances(problem),
+        "helper_modules": _helper_modules(problem),
+        "starter_source": starter.starter_source(
+            root=_reference_module(problem),
+            slug=problem.slug,
+            title=problem.title,
+            signature=problem.signature,
+        ),
         "code_version": problem.version,
     }
 

@@ -2,14 +2,17 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
 from evaluator.host.profiles import PROFILES
+from portal.accounts.selectors import team_of
 from portal.leaderboard.selectors import problem_board
 from portal.leaderboard.views import profile_argument
 from portal.problems.models import Category, Problem
+from portal.problems.selectors import problem_stats
+from portal.problems.timings import reference_timings
 
 
 @require_safe
@@ -17,7 +20,14 @@ def problem_list(request: HttpRequest) -> HttpResponse:
     category = request.GET.get("category") or None
     if category not in Category.values:
         category = None
-    problems = Problem.objects.published().in_category(category).in_catalog_order()
+    profile = profile_argument(request)
+    stats = problem_stats(profile=profile)
+    team = team_of(request.user)
+    problems = list(Problem.objects.published().in_category(category).in_catalog_order())
+    for problem in problems:
+        found = stats.get(problem.pk)
+        problem.stats = found  # type: ignore[attr-defined]
+        problem.mine = bool(team and found and team.pk in found.solvers)  # type: ignore[attr-defined]
     groups = [
         (Category(key), list(items)) for key, items in groupby(problems, key=lambda p: p.category)
     ]
@@ -30,8 +40,19 @@ def problem_list(request: HttpRequest) -> HttpResponse:
             "groups": groups,
             "categories": categories,
             "category": category,
+            "profile": PROFILES[profile],
+            "team": team,
         },
     )
+
+
+def _tolerances(problem: Problem) -> list[tuple[str, float, float]]:
+    """(dtype, atol, rtol) in the order of the problem's dtypes; 0 and 0 is exact."""
+    found = problem.tolerances or {}
+    return [
+        (dtype, found.get(dtype, {}).get("atol", 0.0), found.get(dtype, {}).get("rtol", 0.0))
+        for dtype in problem.dtypes
+    ]
 
 
 @require_safe
@@ -39,6 +60,7 @@ def problem_detail(request: HttpRequest, slug: str) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.published(), slug=slug)
     profile = profile_argument(request)
     board = problem_board(problem=problem, profile=profile)
+    timings = reference_timings(problem)
     return render(
         request,
         "problems/detail.html",
@@ -50,5 +72,19 @@ def problem_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "entries": board.entries,
             "profile": PROFILES[profile],
             "profiles": PROFILES.values(),
+            "tolerances": _tolerances(problem),
+            "timings": [t for t in timings if t.measured or t.bandwidth_gbps],
+            "unmeasured": [t.profile for t in timings if not (t.measured or t.bandwidth_gbps)],
         },
     )
+
+
+@require_safe
+def problem_starter(request: HttpRequest, slug: str, filename: str) -> HttpResponse:
+    """The starter `<slug>.py`, as a download: the reference made self-contained."""
+    if filename != slug:
+        raise Http404("the starter is named after its problem")
+    problem = get_object_or_404(Problem.objects.published(), slug=slug)
+    response = HttpResponse(problem.starter_source, content_type="text/x-python; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{problem.slug}.py"'
+    return response

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -7,7 +8,8 @@ from django.core.management import call_command
 
 from portal.problems.models import Category, Problem
 from portal.problems.services import problems_set_status, problems_sync
-from problems.spec import Case
+from problems.collective.all_reduce import solution as all_reduce_reference
+from problems.spec import Case, Tolerance
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +28,14 @@ class FakeSpec:
     dtypes: tuple[str, ...] = ("float32",)
     version: str = "v1"
     dev_cases: tuple[Case, ...] = (Case("dev-fp32", "float32", {"n": 500}),)
+    eval_cases: tuple[Case, ...] = (Case("demo-1m", "float32", {"n": 1 << 20}),)
+    reference: Callable = all_reduce_reference
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return Tolerance(atol=1e-5, rtol=1e-5)
+
+    def bytes_moved(self, case: Case, world_size: int) -> int:
+        return 2 * case.params["n"] * 4 * (world_size - 1) // world_size
 
 
 def test_it_creates_new_problems_published():
@@ -147,3 +157,22 @@ def test_it_mirrors_the_public_cases_without_bumping_the_version():
     row.refresh_from_db()
     assert report.updated == ["all-reduce"] and not report.bumped
     assert [c["name"] for c in row.public_cases] == ["dev-fp32", "dev-ragged"]
+
+
+def test_it_mirrors_tolerances_demo_cases_with_their_bytes_helpers_and_a_starter():
+    from problems import get_problem
+
+    spec = get_problem("ep-dispatch")
+    problems_sync(catalog=[spec])
+    row = Problem.objects.get(slug="ep-dispatch")
+    assert [c["name"] for c in row.demo_cases] == [c.name for c in spec.eval_cases]
+    first = spec.eval_cases[0]
+    assert row.demo_cases[0]["bytes_moved"] == {
+        str(w): spec.bytes_moved(first, w) for w in spec.world_sizes
+    }
+    assert row.tolerances == {d: {"atol": 0.0, "rtol": 0.0} for d in spec.dtypes}  # EXACT
+    assert [h["path"] for h in row.helper_modules] == ["problems/expert/_routing_a.py"]
+    assert "def sort_by_expert" in row.helper_modules[0]["source"]
+    assert "def solution" in row.starter_source and "def sort_by_expert" in row.starter_source
+    assert "from problems" not in row.starter_source
+    assert problems_sync(catalog=[spec]).unchanged == ["ep-dispatch"]
