@@ -3,7 +3,8 @@
 Portal -> host: `EvaluationRequest`, as the only argument of the task `evaluator.evaluate`
 on the queue of a hardware profile.
 Host -> portal: small messages as the only argument of tasks on the `portal` queue:
-`portal.evaluation_started`, `portal.evaluation_progress`, `portal.evaluation_finished`.
+`portal.evaluation_started`, `portal.evaluation_progress` (with, optionally, the phase and
+the result of the problem just judged), `portal.evaluation_finished`.
 
 Every message is a JSON object with "version"; a reader rejects versions it does not know
 instead of guessing. `evaluation_id` names one attempt: a re-queued submission gets a new
@@ -240,14 +241,38 @@ def started_message(*, evaluation_id: str, host: str) -> dict[str, Any]:
     return {"version": CONTRACT_VERSION, "evaluation_id": evaluation_id, "host": host}
 
 
-def progress_message(*, evaluation_id: str, done: int, total: int, current: str) -> dict[str, Any]:
-    return {
+class Phase(enum.StrEnum):
+    """What a running evaluation is doing, in a progress message's optional "phase"."""
+
+    COMPILING = "compiling"  # every solution imported once, before anything is timed
+    JUDGING = "judging"  # problem by problem; "current" names the one being judged
+
+
+def progress_message(
+    *,
+    evaluation_id: str,
+    done: int,
+    total: int,
+    current: str,
+    phase: Phase | None = None,
+    result: ProblemResult | None = None,
+) -> dict[str, Any]:
+    """`phase` and `result` (the problem just judged, as the finished message will carry
+    it) are optional fields of version 1: a portal that does not know them ignores them,
+    and one that does reads a message without them as before. A result here is shown while
+    the evaluation runs; the finished message's results are the ones recorded."""
+    message: dict[str, Any] = {
         "version": CONTRACT_VERSION,
         "evaluation_id": evaluation_id,
         "done": done,
         "total": total,
         "current": current,
     }
+    if phase is not None:
+        message["phase"] = str(phase)
+    if result is not None:
+        message["result"] = result.to_json()
+    return message
 
 
 def finished_message(

@@ -17,6 +17,7 @@ another worker within PKB_VISIBILITY_TIMEOUT_S of this one being killed, and not
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import multiprocessing.process as mp_process
@@ -24,7 +25,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import redis.exceptions
@@ -41,6 +42,7 @@ from evaluator.contract import (
     ContractError,
     EvaluationOutcome,
     EvaluationRequest,
+    Phase,
     ProblemResult,
     finished_message,
     progress_message,
@@ -51,6 +53,7 @@ from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, load_settings, redis_url
 from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.judge import evaluate as judging
 from evaluator.judge.evaluate import check_sandbox, evaluate_bundle
 from evaluator.judge.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from problems.registry import all_problems
@@ -297,15 +300,31 @@ class _Watch:
             request_stop(reason)
         raise_if_stopped()
 
-    def report(self, done: int, total: int, current: str) -> None:
-        self.progress = progress_message(
-            evaluation_id=self.evaluation_id, done=done, total=total, current=current
+    def report(
+        self,
+        done: int,
+        total: int,
+        current: str,
+        *,
+        phase: Phase = Phase.JUDGING,
+        result: ProblemResult | None = None,
+    ) -> None:
+        """Send progress now; `result` (the problem just judged) goes with this message
+        only, the heartbeats resend the rest."""
+        message = functools.partial(
+            progress_message,
+            evaluation_id=self.evaluation_id,
+            done=done,
+            total=total,
+            current=current,
+            phase=phase,
         )
-        self._send_progress()
+        self.progress = message()
+        self._send_progress(message(result=result) if result is not None else None)
 
-    def _send_progress(self) -> None:
+    def _send_progress(self, message: dict[str, Any] | None = None) -> None:
         try:
-            self.send(PROGRESS_TASK, self.progress)
+            self.send(PROGRESS_TASK, message or self.progress)
         except INFRASTRUCTURE_ERRORS:
             # Progress is a courtesy: losing one must not cost the evaluation.
             log.warning("progress message for %s lost", self.evaluation_id, exc_info=True)
@@ -349,26 +368,60 @@ def _run(
     except (ContractError, BundleError) as exc:
         return _fail(send, evaluation_id, str(exc))
 
+    judged: list[ProblemResult] = []
+
     def progress(done: int, total: int, current: str) -> None:
         watch.check()  # between problems: a called-off attempt goes no further
-        watch.report(done, total, current)
+        # Called before each problem and once after the last: the one judged before it,
+        # if any, goes along, so its row fills in while the others are judged.
+        just_judged = judged[done - 1] if 0 < done <= len(judged) else None
+        watch.report(done, total, current, result=just_judged)
 
+    # The compile pass comes first and takes a while (CUDA extensions build on every core).
+    watch.report(0, len(request.problems), "", phase=Phase.COMPILING)
     try:
-        results, environment = evaluate_bundle(
-            bundle,
-            slugs=request.problems,
-            profile=profile,
-            settings=settings,
-            evaluation_id=evaluation_id,
-            on_progress=progress,
-            problems=catalog,
-        )
+        with _each_result(judged.append):
+            results, environment = evaluate_bundle(
+                bundle,
+                slugs=request.problems,
+                profile=profile,
+                settings=settings,
+                evaluation_id=evaluation_id,
+                on_progress=progress,
+                problems=catalog,
+            )
     except EvaluationStopped:
         raise
     except Exception as exc:  # a broken host, or Celery's soft time limit
         log.exception("evaluation %s failed", evaluation_id)
         return _fail(send, evaluation_id, f"the evaluator failed: {type(exc).__name__}: {exc}")
     return _finish(send, evaluation_id, EvaluationOutcome.DONE, results=results, env=environment)
+
+
+@contextlib.contextmanager
+def _each_result(judged: Callable[[ProblemResult], None]) -> Iterator[None]:
+    """Hand each problem's result to `judged` as soon as it is judged, not at the end.
+
+    `evaluate_bundle` returns the results once every problem is judged, which on GPUs is
+    hours after the first; each result exists as its ProblemRun returns it. The judge's
+    orchestration (evaluator/judge/) is the trusted side's and not changed from here, so the
+    host wraps the class the orchestration builds its runs from, for this call only: a
+    worker process runs one evaluation at a time, so the swap meets no other. The plain form
+    would be an `on_result` argument of `evaluate_bundle`; when it has one, use it instead.
+    """
+    plain = judging.ProblemRun
+
+    class Reporting(plain):  # type: ignore[valid-type, misc]
+        def evaluate(self) -> ProblemResult:
+            result = super().evaluate()
+            judged(result)
+            return result
+
+    judging.ProblemRun = Reporting  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        judging.ProblemRun = plain  # type: ignore[misc]
 
 
 def _evaluation_id_of(request_json: Any) -> str:

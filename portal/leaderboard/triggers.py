@@ -17,6 +17,7 @@ LIVE_COLUMNS = (
     "progress_done",
     "progress_total",
     "current_problem",
+    "progress_phase",
     "host",
     "started_at",
     "queued_at",

@@ -140,6 +140,20 @@ def _ahead(
     )
 
 
+def submission_queue_place(submission: Submission) -> str:
+    """ "3rd in line" for a queued submission (two queries); "" for any other."""
+    if submission.status != Submission.Status.QUEUED:
+        return ""
+    ahead = _ahead(submission.profile, submission.queued_at, submission_id=submission.pk)
+    return QueuePlace(
+        submission.pk,
+        submission.bundle_name,
+        submission.profile,
+        submission.status,
+        position=ahead + 1,
+    ).place
+
+
 def team_queue_places(team: Team | None) -> list[QueuePlace]:
     """The team's queued and running evaluations, each with its place in its profile's
     queue; a few queries per evaluation (a team has at most PKB_MAX_ACTIVE_SUBMISSIONS

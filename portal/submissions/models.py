@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from evaluator.contract import ProblemStatus, ResultFlag
+from evaluator.contract import Phase, ProblemStatus, ResultFlag
 from portal.accounts.models import Team
 from portal.problems.models import Problem
 
@@ -87,6 +87,13 @@ class Submission(models.Model):
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
+    class Phase(models.TextChoices):
+        """What a running evaluation does now, as its host last said (evaluator.contract)."""
+
+        UNKNOWN = "", "Running"  # a host that does not say (older), or not started yet
+        COMPILING = Phase.COMPILING.value, "Compiling"
+        JUDGING = Phase.JUDGING.value, "Judging"
+
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="submissions")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="submissions"
@@ -114,6 +121,9 @@ class Submission(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     current_problem = models.CharField(max_length=80, blank=True)
+    progress_phase = models.CharField(
+        max_length=16, choices=Phase.choices, default=Phase.UNKNOWN, blank=True
+    )
     environment = models.JSONField(default=dict, blank=True)
     # Set by an admin: the submission's results never rank; the team sees the reason.
     disqualified_at = models.DateTimeField(null=True, blank=True)
@@ -277,6 +287,32 @@ class ProblemResult(models.Model):
         return [
             self.Flag(flag).label if flag in self.Flag.values else str(flag) for flag in self.flags
         ]
+
+
+class ProvisionalResult(models.Model):
+    """A problem's result as its host reported it while the evaluation still ran: shown on
+    the submission's page so that rows fill in as problems are judged (over hours on GPUs).
+    Never read by the boards; the finished message's results replace these (its recording
+    deletes them), and only those count."""
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="provisional_results"
+    )
+    # The attempt that judged it: a requeued submission's page shows only its current one's.
+    evaluation_id = models.UUIDField()
+    slug = models.CharField(max_length=80)
+    fields = models.JSONField()  # ProblemResult's reported fields (services/reported.py)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation_id", "slug"], name="one_provisional_result_per_problem"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slug} in #{self.submission_id} (provisional)"
 
 
 class ResultRun(models.Model):

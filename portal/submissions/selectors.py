@@ -12,7 +12,14 @@ from django.utils import timezone
 
 from portal.accounts.models import Team
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission
+from portal.submissions.models import (
+    ProblemResult,
+    ProvisionalResult,
+    Rerun,
+    ResultRun,
+    Submission,
+)
+from portal.submissions.services.reported import REPORTED_FIELDS
 
 
 @dataclass(frozen=True)
@@ -24,13 +31,40 @@ class ResultLine:
     result: ProblemResult | None
     runs: list[ResultRun] = field(default_factory=list)  # its judged runs, oldest first
     reruns: list[Rerun] = field(default_factory=list)  # re-runs waiting, running or failed
+    # The result is its host's report while the evaluation runs (ProvisionalResult): shown,
+    # not yet recorded, never on a board.
+    provisional: bool = False
+
+
+def _provisional_results(
+    submission: Submission, problems: dict[str, Problem]
+) -> dict[str, ProblemResult]:
+    """The current attempt's results reported so far, as unsaved ProblemResults (the page
+    shows them as it shows recorded ones); one query, none once the submission finished."""
+    if not submission.is_active:
+        return {}
+    rows = ProvisionalResult.objects.filter(
+        submission=submission, evaluation_id=submission.evaluation_id
+    ).values_list("slug", "fields")
+    results = {}
+    for slug, fields in rows:
+        problem = problems.get(slug)
+        if problem is None:
+            continue
+        known = {k: v for k, v in fields.items() if k in REPORTED_FIELDS}
+        version = submission.problem_versions.get(slug, problem.version)
+        results[slug] = ProblemResult(
+            submission=submission, problem=problem, problem_version=version, **known
+        )
+    return results
 
 
 def submission_result_lines(submission: Submission) -> list[ResultLine]:
     """One line per problem of the bundle, in the bundle's order, with each result's judged
-    runs; four queries."""
+    runs; four queries, five while the evaluation runs (results reported so far)."""
     results = {r.problem.slug: r for r in submission.results.select_related("problem")}
-    titles = dict(Problem.objects.filter(slug__in=submission.problems).values_list("slug", "title"))
+    problems = Problem.objects.in_bulk(submission.problems, field_name="slug")
+    provisional = _provisional_results(submission, problems)
     runs: dict[int, list[ResultRun]] = defaultdict(list)
     for run in ResultRun.objects.filter(result__submission=submission).order_by("judged_at", "id"):
         runs[run.result_id].append(run)
@@ -41,13 +75,15 @@ def submission_result_lines(submission: Submission) -> list[ResultLine]:
     lines = []
     for slug in submission.problems:
         result = results.get(slug)
+        problem = problems.get(slug)
         lines.append(
             ResultLine(
                 slug=slug,
-                title=titles.get(slug, slug),
-                result=result,
+                title=problem.title if problem else slug,
+                result=result or provisional.get(slug),
                 runs=runs[result.pk] if result else [],
                 reruns=reruns[result.problem_id] if result else [],
+                provisional=result is None and slug in provisional,
             )
         )
     return lines

@@ -64,6 +64,9 @@ def evaluation_progressed(message: Any) -> bool | None:
             done=data["done"],
             total=data["total"],
             current=data["current"],
+            # Optional: hosts before live progress send neither.
+            phase=data.get("phase", ""),
+            result=data.get("result"),
         )
     except ContractError as exc:
         logger.error("dropped %s message: %s", PROGRESS_TASK, exc)

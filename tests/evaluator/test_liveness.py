@@ -86,7 +86,8 @@ def test_a_second_copy_of_a_running_attempt_steps_aside(broker):
 def test_a_judged_attempt_releases_its_claim(broker):
     attempt = attempt_of(broker)
     send = run(plain(attempt), attempt)
-    assert send.names == [STARTED_TASK, PROGRESS_TASK, PROGRESS_TASK, FINISHED_TASK]
+    # Progress: compiling, judging the one problem, judged (with its result).
+    assert send.names == [STARTED_TASK, *[PROGRESS_TASK] * 3, FINISHED_TASK]
     assert broker.get(liveness.claim_key(attempt.evaluation_id)) is None
 
 

@@ -11,6 +11,7 @@ from evaluator.contract import (
     EvaluationRequest,
     ProblemResult,
     ProblemStatus,
+    progress_message,
     read_message,
 )
 from evaluator.host.profiles import get_profile
@@ -75,9 +76,14 @@ def run(request_json) -> Recorder:
 
 def test_it_sends_started_progress_and_finished_in_order():
     send = run(request(make_zip({"all-reduce.py": samples.ALL_REDUCE_PLAIN})))
-    assert send.names == [STARTED_TASK, PROGRESS_TASK, PROGRESS_TASK, FINISHED_TASK]
+    assert send.names == [STARTED_TASK, PROGRESS_TASK, PROGRESS_TASK, PROGRESS_TASK, FINISHED_TASK]
     assert send.sent[0][1]["evaluation_id"] == "ev-1" and send.sent[0][1]["host"]
-    assert [m["done"] for _, m in send.sent[1:3]] == [0, 1]
+    progress = [m for _, m in send.sent[1:4]]
+    assert [(m["done"], m["phase"], m["current"]) for m in progress] == [
+        (0, "compiling", ""),  # the compile pass, before the first problem
+        (0, "judging", "all-reduce"),
+        (1, "judging", ""),
+    ]
     finished = send.finished
     assert finished["outcome"] == "done" and finished["environment"]["world_size"] == 2
     [result] = [ProblemResult.from_json(r) for r in finished["results"]]
@@ -138,3 +144,25 @@ def test_problems_missing_from_the_bundle_are_reported_not_run():
     send = run(request(bundle, problems=["ar-absent"]))
     [result] = send.finished["results"]
     assert result["status"] == "not_run" and send.finished["outcome"] == "done"
+
+
+def test_each_result_goes_to_the_portal_as_soon_as_its_problem_is_judged():
+    bundle = make_zip({"all-reduce.py": samples.ALL_REDUCE_PLAIN, "all-gather.py": samples.WRONG})
+    send = run(request(bundle, problems=["all-reduce", "all-gather"]))
+    progress = [m for name, m in send.sent if name == PROGRESS_TASK]
+    # Before the second problem is judged, the first one's result is on its way.
+    [second] = [m for m in progress if m["current"] == "all-gather"]
+    first = ProblemResult.from_json(second["result"])
+    assert (second["done"], first.slug, first.status) == (1, "all-reduce", ProblemStatus.PASSED)
+    # The last one goes with the progress after it; then the finished message has both.
+    last = ProblemResult.from_json(progress[-1]["result"])
+    assert (progress[-1]["done"], last.slug) == (2, "all-gather")
+    assert [r["slug"] for r in send.finished["results"]] == ["all-reduce", "all-gather"]
+    assert send.finished["results"][0] == second["result"]
+    assert sum("result" in m for m in progress) == 2  # each once, never in a heartbeat
+
+
+def test_a_progress_message_without_the_new_fields_is_still_version_1():
+    message = progress_message(evaluation_id="ev-1", done=0, total=1, current="")
+    assert message == {"version": 1, "evaluation_id": "ev-1", "done": 0, "total": 1, "current": ""}
+    assert read_message(message, "progress", ("done", "total", "current")) == message

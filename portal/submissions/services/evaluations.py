@@ -23,8 +23,8 @@ from evaluator.contract import (
 )
 from portal.problems.models import Problem
 from portal.submissions import broker
-from portal.submissions.models import ProblemResult, ResultRun, Submission
-from portal.submissions.services.reported import MESSAGE_CAP_CHARS, reported_fields
+from portal.submissions.models import ProblemResult, ProvisionalResult, ResultRun, Submission
+from portal.submissions.services.reported import MESSAGE_CAP_CHARS, json_safe, reported_fields
 from portal.submissions.services.reruns import (
     first_run,
     rerun_finish,
@@ -71,8 +71,22 @@ def evaluation_start(*, evaluation_id: str, host: str) -> bool:
     return False
 
 
-def evaluation_progress(*, evaluation_id: str, done: int, total: int, current: str) -> bool:
-    """Record progress; it doubles as the heartbeat that keeps the sweeper away."""
+def _phase(value: Any) -> str:
+    # Unknown phases (a newer host's) read as no phase: the page says "running".
+    return value if value in Submission.Phase.values else Submission.Phase.UNKNOWN
+
+
+def evaluation_progress(
+    *,
+    evaluation_id: str,
+    done: int,
+    total: int,
+    current: str,
+    phase: Any = "",
+    result: Any = None,
+) -> bool:
+    """Record progress; it doubles as the heartbeat that keeps the sweeper away. `result`
+    (the problem just judged, as JSON) is kept as a provisional result for the page."""
     eid = _evaluation_uuid(evaluation_id)
     done, total = _count(done), _count(total)
     now = timezone.now()
@@ -84,8 +98,44 @@ def evaluation_progress(*, evaluation_id: str, done: int, total: int, current: s
         progress_done=done,
         progress_total=total,
         current_problem=str(current)[:80],
+        progress_phase=_phase(phase),
     )
+    if updated and result is not None:
+        _keep_provisional(eid, result)
     return bool(updated) or rerun_progress(evaluation_id=eid)
+
+
+def _keep_provisional(eid: uuid.UUID, data: Any) -> None:
+    """Keep one problem's result reported mid-evaluation, for the page only (the boards
+    read ProblemResult of finished submissions alone). A malformed one is dropped: the
+    progress it came with is still recorded, and the finished message carries it again."""
+    try:
+        reported = ReportedResult.from_json(data)
+        fields = reported_fields(reported)
+    except (ContractError, TypeError) as exc:
+        logger.warning("evaluation %s: provisional result dropped: %s", eid, exc)
+        return
+    with transaction.atomic():
+        # Locked, so that the finish (which deletes these) is either done, and this attempt
+        # no longer active, or waits until this one is kept.
+        submission = (
+            Submission.objects.select_for_update()
+            .filter(evaluation_id=eid, status__in=Submission.ACTIVE)
+            .first()
+        )
+        if submission is None or reported.slug not in submission.problems:
+            return
+        ProvisionalResult.objects.bulk_create(
+            [
+                ProvisionalResult(
+                    submission=submission,
+                    evaluation_id=eid,
+                    slug=reported.slug,
+                    fields=json_safe({**fields, "status": str(fields["status"])}),
+                )
+            ],
+            ignore_conflicts=True,  # a redelivered message
+        )
 
 
 def _judged_version(submission: Submission, problem: Problem) -> int:
@@ -154,6 +204,7 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
         if finished:
             submission = Submission.objects.get(evaluation_id=eid)
             results = ProblemResult.objects.bulk_create(_result_rows(submission, reported))
+            submission.provisional_results.all().delete()  # shown until now; these count
             ResultRun.objects.bulk_create([first_run(r, judged_at=now) for r in results])
             # A copy of the request redelivered later (its host died before acknowledging
             # it) is then skipped by the host rather than judged again.

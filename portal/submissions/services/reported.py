@@ -38,6 +38,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float as None, as jsonb requires."""
+    return _json_safe(value)
+
+
 def _case_rows(cases: list) -> list[dict[str, Any]]:
     return [{k: _json_safe(v) for k, v in asdict(case).items()} for case in cases]
 

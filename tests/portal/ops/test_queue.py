@@ -138,3 +138,13 @@ def test_a_team_sees_where_its_own_evaluations_stand(client, alice, team, charli
     client.force_login(charlie)
     assert cpu_row(client)["yours"] == []
     assert f"#{mine.pk}</a>" not in client.get(reverse("ops:queue")).content.decode()
+
+
+def test_a_queued_submission_says_its_place_in_line(client, alice, team, keys):
+    liveness.announce_worker(keys, profile="cpu", name="pkb-cpu@a")  # a host is connected
+    now = timezone.now()
+    SubmissionFactory(queued_at=now - timedelta(minutes=1))
+    mine = SubmissionFactory(team=team, user=alice, queued_at=now)
+    client.force_login(alice)
+    html = client.get(reverse("submissions:status", args=[mine.pk])).content.decode()
+    assert '<span class="queue-place">2nd in line</span>' in html

@@ -73,7 +73,7 @@ def test_a_running_submission_shows_its_progress(client, alice, team):
     client.force_login(alice)
     [detail, partial] = pages(client, running)
     for html in (detail.content.decode(), partial.content.decode()):
-        assert "1 / 3 problems, now: <strong>all-gather</strong>" in html
+        assert "1 / 3 problems judged, now: <strong>all-gather</strong>" in html
         assert '<progress value="1" max="3">' in html
     assert 'hx-trigger="every 2s"' in partial.content.decode()
 

@@ -110,7 +110,7 @@ def test_a_running_submission_shows_its_progress(client, alice, submission):
     )
     client.force_login(alice)
     page = client.get(status_url(submission.pk)).content.decode()
-    assert "1 / 3 problems, now: <strong>all-gather</strong>" in page
+    assert "1 / 3 problems judged, now: <strong>all-gather</strong>" in page
     assert "hx-get" in page
 
 
