@@ -71,6 +71,10 @@ class Settings:
 
     limits: Limits = field(default_factory=Limits)  # of every process running bundle code
     isolate_network: bool = True  # a network namespace for bundle code, where allowed
+    # "bubblewrap": the sandbox of evaluator/host/bubblewrap.py (files, sockets, processes,
+    # system calls); "namespaces": the network jail alone (sandbox.NetworkJail), for a
+    # host where bubblewrap cannot run.
+    sandbox: str = "bubblewrap"
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
     candidate_user: Identity | None = None
     # This worker's Celery node name is pkb-<worker_name>@<host>: several workers on one
@@ -156,9 +160,20 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         target_halfwidth=env_float(env, "PKB_TARGET_HALFWIDTH", 0.03, minimum=0.0),
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
+        sandbox=_sandbox(env),
         candidate_user=_candidate_user(env),
         worker_name=_worker_name(env, default=profile.name),
     )
+
+
+SANDBOXES = ("bubblewrap", "namespaces")
+
+
+def _sandbox(env: Mapping[str, str]) -> str:
+    value = env_str(env, "PKB_SANDBOX", SANDBOXES[0]).lower()
+    if value not in SANDBOXES:
+        raise SettingsError(f"PKB_SANDBOX must be one of {', '.join(SANDBOXES)}, got {value!r}")
+    return value
 
 
 def _max_rounds(env: Mapping[str, str], least: int, default: int | None) -> int | None:

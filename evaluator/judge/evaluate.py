@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from evaluator.contract import ProblemResult
-from evaluator.host import cleanup, sandbox
+from evaluator.host import bubblewrap, cleanup, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
@@ -92,6 +92,9 @@ def evaluate_bundle(
         shutil.rmtree(scratch, ignore_errors=True)
         raise EvaluatorError(f"bundle code cannot be confined: {exc}") from exc
     environment["network_isolated"] = jail is not None
+    environment["sandbox"] = (
+        "bubblewrap" if isinstance(jail, bubblewrap.Sandbox) else "namespaces" if jail else None
+    )
     environment["candidate_user"] = identity.name if identity else None
     # multiprocessing's resource tracker is a child that outlives us all: started through
     # the launcher it holds no copy of the worker's environment for bundle code to read;
@@ -197,11 +200,15 @@ def check_sandbox(settings: Settings) -> bool:
         log.warning("PKB_ISOLATE_NETWORK=false: CANDIDATES HAVE NETWORK ACCESS")
         return False
     with tempfile.TemporaryDirectory(prefix="pkb-sandbox-check-") as folder:
-        jail, _ = start_sandbox(Path(folder), settings)
+        os.chmod(folder, 0o711)  # the sandbox's holder runs as the candidate user
+        jail, _ = start_sandbox(Path(folder) / "sandbox", settings)
         if jail is None:
             return False
         jail.close()
-    log.info("bundle code runs in a network namespace of its own (loopback only)")
+    if isinstance(jail, bubblewrap.Sandbox):
+        log.info("bundle code runs in a bubblewrap sandbox (evaluator/host/bubblewrap.py)")
+    else:
+        log.info("bundle code runs in a network namespace of its own (loopback only)")
     return True
 
 
@@ -232,11 +239,25 @@ def check_identity(settings: Settings) -> None:
 
 def start_sandbox(
     folder: Path, settings: Settings
-) -> tuple[sandbox.NetworkJail | None, str | None]:
-    """The network jail (None where the host refuses it) and the launcher of bundle code.
+) -> tuple[bubblewrap.Sandbox | sandbox.NetworkJail | None, str | None]:
+    """The candidate's sandbox (bubblewrap's, else the network jail; None where the host
+    refuses both) and the launcher of bundle code. `folder` is in the evaluation's scratch
+    folder, which the sandbox shows its processes.
 
     Raises SandboxError where bundle code cannot be switched to the candidate user."""
     identity = settings.candidate_user
+    if settings.isolate_network and settings.sandbox == "bubblewrap":
+        ids = (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+        try:
+            box = bubblewrap.Sandbox.start(folder, folder.parent, *ids)
+        except (OSError, RuntimeError) as exc:
+            log.error(
+                "NO BUBBLEWRAP SANDBOX (%s): bundle code gets the network jail alone, with "
+                "the host's files, sockets and processes in its reach",
+                exc,
+            )
+        else:
+            return box, box.executable
     jail = sandbox.NetworkJail.start(folder, identity) if settings.isolate_network else None
     if jail is not None:
         return jail, jail.executable

@@ -233,7 +233,7 @@ class RankPools:
         """Each judge learns its candidate runner's process group, which it stops while
         the reference's rounds run (judge/rank.py)."""
         self.step += 1
-        groups = [proc.pid for proc in self.candidate.procs]
+        groups = [self.candidate.rank_pid(rank) for rank in range(self.world_size)]
         try:
             self.judge.send("candidates", self.step, {"groups": groups})
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)

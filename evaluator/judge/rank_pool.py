@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from evaluator.host import bubblewrap
 from evaluator.judge.processes import (
     DEATH_GRACE_S,
     KILL_VERIFY_S,
@@ -70,10 +71,15 @@ class RankPool:
             self.conns.append(parent_end)
 
     def note_ready(self, replies: list[Reply]) -> None:
+        """Each started rank's process group: its own pid, as the host sees it (a rank in
+        the candidate's sandbox is its launcher's child there, and says another pid)."""
         for reply in replies:
-            pid = reply.data.get("pid")
-            if reply.kind == self.kind and pid == self.procs[reply.rank].pid:
-                self.groups.append(int(pid))
+            if reply.kind == self.kind and isinstance(reply.data.get("pid"), int):
+                self.groups.append(self.rank_pid(reply.rank))
+
+    def rank_pid(self, rank: int) -> int:
+        launched = self.procs[rank].pid
+        return bubblewrap.rank_pid(launched) if launched is not None else -1
 
     @property
     def pids(self) -> list[int]:

@@ -1,0 +1,202 @@
+"""The candidate's sandbox (evaluator/host/bubblewrap.py) tried from inside, by bundle code
+on two gloo ranks, each attack followed by an honest solution judged right after:
+
+- unix sockets: one the test listens on in a folder of the repository (outside every
+  folder the sandbox replaces), one in /run, one in /tmp, and PostgreSQL's where it has
+  one: none accepts a connection, and the test's listeners see none;
+- the sibling rank: ptrace and process_vm_readv refused;
+- processes: only the candidate's own are visible, none of the host's or the judges'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evaluator.contract import ProblemResult, ProblemStatus
+from evaluator.host.settings import load_settings
+from tests.evaluator.judging import judge_files
+from tests.redteam import attacks
+
+REPO = Path(__file__).resolve().parents[2]
+POSTGRES_SOCKET = "/var/run/postgresql/.s.PGSQL.5432"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the sandbox's walls are for bundle code run as another user"
+)
+
+CONNECT = """
+import socket
+
+PATHS = {paths!r}
+
+def solution(x):
+    outcomes = []
+    for path in PATHS:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        try:
+            s.connect(path)
+            outcomes.append(f"{{path}}: CONNECTED")
+        except OSError as exc:
+            outcomes.append(f"{{path}}: {{exc.strerror}}")
+    raise RuntimeError(f"socket probe done: {{outcomes}}")
+"""
+
+PTRACE = """
+import ctypes, os
+import torch.distributed as dist
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def solution(x):
+    me = os.getpid()
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+    siblings = []
+    for pid in pids:
+        try:
+            if b"multiprocessing" in open(f"/proc/{pid}/cmdline", "rb").read():
+                siblings.append(pid)
+        except OSError:
+            pass
+    outcomes = []
+    for pid in siblings:
+        for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE
+            r = libc.ptrace(request, pid, 0, 0)
+            outcomes.append(f"ptrace {request:#x} {pid}: " + (
+                "ATTACHED" if r == 0 else os.strerror(ctypes.get_errno())))
+        buf = ctypes.create_string_buffer(8)
+        local, remote = IoVec(ctypes.addressof(buf), 8), IoVec(0x400000, 8)
+        r = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        outcomes.append(f"process_vm_readv {pid}: " + (
+            "READ" if r >= 0 else os.strerror(ctypes.get_errno())))
+    dist.barrier()  # both ranks probe while the other is alive
+    raise RuntimeError(f"ptrace probe done: siblings {len(siblings)}: {outcomes}")
+"""
+
+PROCESSES = """
+import os
+
+def solution(x):
+    seen = []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            status = open(f"/proc/{pid}/status").read().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        seen.append((pid, fields["Name"].strip(), int(fields["Uid"].split()[0])))
+    raise RuntimeError(f"process probe done: {len(seen)} processes: {seen}")
+"""
+
+
+class Listener:
+    """A unix socket listening at `path`, counting the connections it accepts."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.accepted = path, 0
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        os.chmod(path, 0o777)  # the candidate user may write it: only the sandbox stands
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+        Path(self.path).unlink(missing_ok=True)
+
+
+@pytest.fixture
+def listeners() -> Iterator[list[Listener]]:
+    (REPO / "var").mkdir(exist_ok=True)
+    folders = [
+        tempfile.mkdtemp(prefix="pkb-walls-", dir=REPO / "var"),
+        tempfile.mkdtemp(prefix="pkb-walls-", dir="/run"),
+        tempfile.mkdtemp(prefix="pkb-walls-", dir="/tmp"),
+    ]
+    for folder in folders:
+        os.chmod(folder, 0o755)
+    made = [Listener(f"{folder}/host.sock") for folder in folders]
+    yield made
+    for listener in made:
+        listener.close()
+    for folder in folders:
+        os.rmdir(folder)
+
+
+def _judged(files: dict[str, str]) -> dict[str, ProblemResult]:
+    catalog = {slug: attacks.problem(slug) for slug in (Path(f).stem for f in files)}
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "walls-secret-0123456789"}),
+        trials=1,
+        warmup=1,
+        iters=8,
+        rounds=1,
+        max_rounds=None,
+        problem_timeout_s=60,
+    )
+    results = judge_files(files, catalog, settings, "walls")
+    for slug, r in results.items():
+        if slug.startswith("rt-after-"):
+            assert r.status == ProblemStatus.PASSED, (slug, r.message)
+    return results
+
+
+def test_no_host_unix_socket_is_within_reach(listeners):
+    paths = [listener.path for listener in listeners]
+    if os.path.exists(POSTGRES_SOCKET):
+        paths.append(POSTGRES_SOCKET)
+    files = {"rt-sockets.py": CONNECT.format(paths=paths), "rt-after-sockets.py": attacks.HONEST}
+    r = _judged(files)["rt-sockets"]
+    assert r.status == ProblemStatus.RUNTIME_ERROR and "socket probe done" in r.message, r.message
+    assert "CONNECTED" not in r.message, r.message
+    assert all(path in r.message for path in paths)
+    assert [listener.accepted for listener in listeners] == [0, 0, 0]
+
+
+def test_the_sibling_rank_cannot_be_traced_or_read_and_no_other_process_is_visible():
+    files = {
+        "rt-ptrace.py": PTRACE,
+        "rt-after-ptrace.py": attacks.HONEST,
+        "rt-processes.py": PROCESSES,
+        "rt-after-processes.py": attacks.HONEST,
+    }
+    results = _judged(files)
+    traced = results["rt-ptrace"]
+    assert "ptrace probe done: siblings 1:" in traced.message, traced.message
+    assert "ATTACHED" not in traced.message and "READ" not in traced.message, traced.message
+    assert traced.message.count("Operation not permitted") == 3, traced.message
+    seen = results["rt-processes"]
+    assert "process probe done" in seen.message, seen.message
+    listed = eval(seen.message.split("processes: ", 1)[1])  # noqa: S307 - our own repr
+    # The sandbox's init and holder, and the two ranks with their launchers' children:
+    # all the candidate user's; no judge, no reference runner, nothing of the host.
+    candidate = load_settings({}).candidate_user
+    assert candidate is not None
+    assert len(listed) <= 6 and {uid for _, _, uid in listed} == {candidate.uid}, listed
