@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from portal import views
+
 urlpatterns = [
     path("", include("portal.leaderboard.urls")),
     path("problems/", include("portal.problems.urls")),
@@ -16,4 +18,8 @@ urlpatterns = [
     path("api/", include("portal.api.urls")),
     path("admin/", admin.site.urls),
     path("", include("portal.ops.urls")),  # health/, metrics, queue/
+    path("favicon.ico", views.favicon),
 ]
+# 404.html renders through Django's own view (with the request, for the header); the 500
+# page must not depend on what may have failed.
+handler500 = "portal.views.server_error"

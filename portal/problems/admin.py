@@ -23,6 +23,11 @@ class ProblemForm(forms.ModelForm):
     class Meta:
         model = Problem
         fields = "__all__"
+        help_texts = {
+            name: "From the catalog; an edit here stays until the catalog changes this field "
+            "(sync_problems names each edit it keeps or replaces)."
+            for name in ("title", "category", "description")
+        }
 
 
 @admin.register(Problem)
@@ -95,7 +100,10 @@ class ProblemAdmin(admin.ModelAdmin):
     def retire(self, request, queryset):
         self._set_status(request, queryset, Problem.Status.RETIRED)
 
-    @admin.action(description="Re-evaluate every team's newest submission of selected problems")
+    @admin.action(
+        description="Start over: judge every team's newest submission of selected problems "
+        "from scratch (discards their results; after a version change)"
+    )
     def reevaluate(self, request, queryset):
         total = 0
         for problem in queryset:
@@ -108,7 +116,10 @@ class ProblemAdmin(admin.ModelAdmin):
             self.log_change(request, problem, f"Re-evaluation queued: submissions {ids}.")
         self.message_user(request, f"{total} submission(s) queued again.", messages.SUCCESS)
 
-    @admin.action(description="Re-judge the top entries of selected problems with fresh seeds")
+    @admin.action(
+        description="Add a run for the ranking: judge the top entries of selected problems "
+        "again with fresh seeds (keeps their results)"
+    )
     def rerun_top(self, request, queryset):
         top, total = settings.PKB_RERUN_TOP, 0
         for problem in queryset:

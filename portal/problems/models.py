@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 
@@ -67,6 +68,10 @@ class Problem(models.Model):
     helper_modules = models.JSONField(default=list, blank=True)
     # A self-contained `<slug>.py` to start from (portal/problems/starter.py).
     starter_source = models.TextField(blank=True)
+    # The catalog's title, category and description as sync_problems last wrote them: the
+    # three mirrored fields the admin form edits. A row that differs from them was edited by
+    # an admin, which sync then keeps (or replaces, saying so, when the catalog changed too).
+    catalog_text = models.JSONField(default=dict, blank=True, editable=False)
     # `version` counts the changes of the catalog's `code_version` (a hash of the module).
     version = models.PositiveIntegerField(default=1)
     code_version = models.CharField(max_length=64, blank=True)
@@ -85,6 +90,10 @@ class Problem(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def get_absolute_url(self) -> str:
+        # The admin's "View on site": staff preview a hidden problem there.
+        return reverse("problems:detail", args=[self.slug])
 
     def runs_on(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles

@@ -10,21 +10,9 @@ from django.db import transaction
 from portal.problems import starter
 from portal.problems.models import Problem
 
-# The fields copied from the catalog; status and weight belong to the admins.
-_MIRRORED = (
-    "title",
-    "category",
-    "description",
-    "signature",
-    "reference_source",
-    "world_sizes",
-    "dtypes",
-    "public_cases",
-    "demo_cases",
-    "tolerances",
-    "helper_modules",
-    "starter_source",
-)
+# The mirrored fields the admin form edits too (the others are read-only there). An admin's
+# edit stands until the catalog changes that field; the report names each one either way.
+_ADMIN_EDITABLE = ("title", "category", "description")
 
 
 @dataclass
@@ -34,14 +22,30 @@ class SyncReport:
     bumped: list[str] = field(default_factory=list)  # also in `updated`
     retired: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # Per updated slug, the mirrored fields written (never status, weight, hardware or
+    # publication date: those are the admins' and sync leaves them alone).
+    changes: dict[str, list[str]] = field(default_factory=dict)
+    # "slug: field" of admin edits kept (the catalog left the field alone) and of those
+    # replaced because the catalog changed the field since.
+    kept: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         parts = []
         for name in ("created", "updated", "bumped", "retired"):
             slugs = getattr(self, name)
+            if name == "updated":
+                slugs = [f"{slug} ({', '.join(self.changes[slug])})" for slug in slugs]
             if slugs:
                 parts.append(f"{name} {len(slugs)}: {', '.join(slugs)}")
         parts.append(f"unchanged {len(self.unchanged)}")
+        if self.kept:
+            parts.append(f"admin edits kept {len(self.kept)}: {', '.join(self.kept)}")
+        if self.replaced:
+            parts.append(
+                f"ADMIN EDITS REPLACED by the catalog's new text {len(self.replaced)}: "
+                + ", ".join(self.replaced)
+            )
         return "; ".join(parts)
 
 
@@ -100,11 +104,56 @@ def _catalog_fields(problem: Any) -> dict[str, Any]:
     }
 
 
+def _catalog_text(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: fields[name] for name in _ADMIN_EDITABLE}
+
+
+def _with_admin_edits(row: Problem, fields: dict[str, Any], report: SyncReport) -> dict[str, Any]:
+    """The values to write: the catalog's, except where an admin edited a field that the
+    catalog has not changed since the last sync."""
+    wanted = dict(fields)
+    synced = row.catalog_text or {}
+    for name in _ADMIN_EDITABLE:
+        if name not in synced or getattr(row, name) == synced[name]:
+            continue  # not edited since the last sync
+        if fields[name] == synced[name]:
+            wanted[name] = getattr(row, name)
+            report.kept.append(f"{row.slug}: {name}")
+        elif fields[name] != getattr(row, name):
+            report.replaced.append(f"{row.slug}: {name}")
+    return wanted
+
+
+def _sync_row(row: Problem, fields: dict[str, Any], report: SyncReport) -> None:
+    wanted = _with_admin_edits(row, fields, report)
+    changed = [name for name, value in wanted.items() if getattr(row, name) != value]
+    text = _catalog_text(fields)
+    if not changed:
+        if row.catalog_text != text:  # the catalog now says what an admin had written
+            row.catalog_text = text
+            row.save(update_fields=["catalog_text"])
+        report.unchanged.append(row.slug)
+        return
+    if "code_version" in changed:
+        row.version += 1
+        changed.append("version")
+        report.bumped.append(row.slug)
+    for name, value in wanted.items():
+        setattr(row, name, value)
+    row.catalog_text = text
+    row.save(update_fields=[*changed, "catalog_text", "updated_at"])
+    report.updated.append(row.slug)
+    report.changes[row.slug] = [name for name in changed if name != "code_version"]
+
+
 def problems_sync(*, catalog: Iterable[Any] | None = None) -> SyncReport:
     """Mirror the problem catalog into the database. Running it twice changes nothing.
 
     New problems are published; a problem whose code version changed gets its version
     bumped; a problem gone from the catalog is retired (its results stay in the database).
+    Status, weight, hardware and publication date are the admins' and never touched; an
+    admin's edit of a title, category or description is kept until the catalog changes
+    that field, and the report names each edit kept or replaced.
     """
     if catalog is None:
         import problems  # imports torch: only here, not in every web process
@@ -119,21 +168,15 @@ def problems_sync(*, catalog: Iterable[Any] | None = None) -> SyncReport:
             fields = _catalog_fields(spec)
             row = existing.get(spec.slug)
             if row is None:
-                Problem.objects.create(slug=spec.slug, status=Problem.Status.PUBLISHED, **fields)
+                Problem.objects.create(
+                    slug=spec.slug,
+                    status=Problem.Status.PUBLISHED,
+                    catalog_text=_catalog_text(fields),
+                    **fields,
+                )
                 report.created.append(spec.slug)
                 continue
-            changed = [name for name, value in fields.items() if getattr(row, name) != value]
-            if not changed:
-                report.unchanged.append(spec.slug)
-                continue
-            if "code_version" in changed:
-                row.version += 1
-                changed.append("version")
-                report.bumped.append(spec.slug)
-            for name in _MIRRORED + ("code_version",):
-                setattr(row, name, fields[name])
-            row.save(update_fields=[*changed, "updated_at"])
-            report.updated.append(spec.slug)
+            _sync_row(row, fields, report)
         gone = [
             slug
             for slug, row in existing.items()

@@ -55,9 +55,17 @@ def _tolerances(problem: Problem) -> list[tuple[str, float, float]]:
     ]
 
 
+def _visible_problems(request: HttpRequest):
+    # Staff preview a hidden or retired problem's page (the admin's "View on site") before
+    # publishing it; everyone else gets the 404 an unknown slug gets.
+    if request.user.is_staff:
+        return Problem.objects.all()
+    return Problem.objects.published()
+
+
 @require_safe
 def problem_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    problem = get_object_or_404(Problem.objects.published(), slug=slug)
+    problem = get_object_or_404(_visible_problems(request), slug=slug)
     profile = profile_argument(request)
     board = problem_board(problem=problem, profile=profile)
     timings = reference_timings(problem)
@@ -84,7 +92,7 @@ def problem_starter(request: HttpRequest, slug: str, filename: str) -> HttpRespo
     """The starter `<slug>.py`, as a download: the reference made self-contained."""
     if filename != slug:
         raise Http404("the starter is named after its problem")
-    problem = get_object_or_404(Problem.objects.published(), slug=slug)
+    problem = get_object_or_404(_visible_problems(request), slug=slug)
     response = HttpResponse(problem.starter_source, content_type="text/x-python; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{problem.slug}.py"'
     return response

@@ -43,18 +43,32 @@ class ProblemResultInline(admin.TabularInline):
 
 
 class SubmissionActions:
-    """Requeue, cancel, disqualify and reinstate, each through its service and logged."""
+    """Requeue, cancel, disqualify and reinstate, each through its service and logged.
+
+    The two ways of judging a submission again read alike, so each action's name says what
+    happens to the results: "Start over" discards them (a new attempt, as after a broken
+    host), "Add a run" keeps them and adds one more judged run for the ranking.
+    """
 
     actions = ["requeue", "rerun", "cancel", "disqualify", "reinstate"]
 
-    @admin.action(description="Re-run selected submissions (new attempt)")
+    @admin.action(
+        description="Start over: judge selected submissions from scratch (discards their results)"
+    )
     def requeue(self, request, queryset):
-        reason = f"Re-run by {request.user}."
+        reason = f"Started over by {request.user}."
         changed = [s for s in queryset if submission_requeue(submission=s, reason=reason)]
         log_each(self, request, changed, reason)
-        self.message_user(request, f"{len(changed)} submission(s) requeued.", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"{len(changed)} submission(s) started over; their results are replaced when judged.",
+            messages.SUCCESS,
+        )
 
-    @admin.action(description="Judge selected submissions again with fresh seeds (adds a run)")
+    @admin.action(
+        description="Add a run for the ranking: judge selected submissions again with fresh "
+        "seeds (keeps their results)"
+    )
     def rerun(self, request, queryset):
         reason = f"Judged again with fresh seeds, by {request.user}."
         queued = []

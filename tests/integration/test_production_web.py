@@ -1,8 +1,8 @@
 """The production web server: gunicorn with debug off on PostgreSQL, as deploy/ runs it.
 
-It serves pages and whitenoise's hashed, compressed static files with far-future cache
-headers, answers the load balancer's health check, and its /metrics count a submission
-made through the API.
+It serves pages, its 404 page and whitenoise's hashed, compressed static files (the
+favicon too) with far-future cache headers, answers the load balancer's health check, and
+its /metrics count a submission made through the API.
 """
 
 from __future__ import annotations
@@ -114,9 +114,18 @@ def test_gunicorn_serves_pages_hashed_static_files_and_health(gunicorn):
     assert login.status_code == 200
     assert "secure" in login.headers["set-cookie"].lower()
 
-    # Debug is off: an unknown page is a plain 404, and plain HTTP is sent to HTTPS...
+    # The favicon: hashed and served by whitenoise like the rest; /favicon.ico leads to it.
+    [icon] = re.findall(r'<link rel="icon" href="(/static/favicon\.[0-9a-f]{12}\.svg)"', home.text)
+    favicon = gunicorn.get(icon)
+    assert favicon.status_code == 200 and favicon.headers["content-type"] == "image/svg+xml"
+    assert "immutable" in favicon.headers["cache-control"]
+    assert gunicorn.get("/favicon.ico").headers["location"] == icon
+
+    # Debug is off: an unknown page is the site's 404 in its layout, and plain HTTP is sent
+    # to HTTPS...
     missing = gunicorn.get("/no-such-page/")
     assert missing.status_code == 404 and "Django tried these URL patterns" not in missing.text
+    assert "Page not found" in missing.text and css in missing.text
     plain = httpx.get(gunicorn.base_url.join("/problems/"), follow_redirects=False)
     assert plain.status_code == 301 and plain.headers["location"].startswith("https://")
 

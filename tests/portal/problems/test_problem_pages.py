@@ -42,9 +42,34 @@ def test_hidden_retired_and_unknown_problems_are_not_found(client, problems, slu
     assert client.get(reverse("problems:detail", args=[slug])).status_code == 404
 
 
-def test_staff_do_not_see_hidden_problems_on_the_public_page_either(client, admin, problems):
+@pytest.mark.parametrize("slug,status", [("secret-op", "Hidden"), ("old-op", "Retired")])
+def test_staff_preview_an_unpublished_problem_and_are_told_it_is_a_preview(
+    client, admin, problems, slug, status
+):
     client.force_login(admin)
+    page = client.get(reverse("problems:detail", args=[slug]))
+    assert page.status_code == 200
+    assert f"{status}: a preview for staff. Teams" in page.content.decode()
+    assert client.get(reverse("problems:starter", args=[slug, slug])).status_code == 200
+    # The admin's "View on site" leads there.
+    change = client.get(reverse("admin:problems_problem_change", args=[problems[slug].pk]))
+    assert (
+        reverse("admin:view_on_site", args=[change.context["content_type_id"], problems[slug].pk])
+        in change.content.decode()
+    )
+
+
+def test_a_member_who_is_not_staff_gets_a_404_for_a_hidden_problem(client, alice, problems):
+    client.force_login(alice)
     assert client.get(reverse("problems:detail", args=["secret-op"])).status_code == 404
+    starter = reverse("problems:starter", args=["secret-op", "secret-op"])
+    assert client.get(starter).status_code == 404
+
+
+def test_a_published_problem_shows_no_preview_notice_to_staff(client, admin, problems):
+    client.force_login(admin)
+    page = client.get(reverse("problems:detail", args=["all-reduce"])).content.decode()
+    assert 'id="preview"' not in page
 
 
 @pytest.mark.parametrize("name,args", [("problems:list", []), ("problems:detail", ["all-reduce"])])

@@ -176,3 +176,74 @@ def test_it_mirrors_tolerances_demo_cases_with_their_bytes_helpers_and_a_starter
     assert "def solution" in row.starter_source and "def sort_by_expert" in row.starter_source
     assert "from problems" not in row.starter_source
     assert problems_sync(catalog=[spec]).unchanged == ["ep-dispatch"]
+
+
+def _edit_in_the_admin(client, admin, slug: str, **changes) -> None:
+    """Post the problem's change form as an admin would, with `changes` over its values."""
+    from django.urls import reverse
+
+    row = Problem.objects.get(slug=slug)
+    form = {
+        "title": row.title,
+        "category": row.category,
+        "status": row.status,
+        "weight": str(row.weight),
+        "description": row.description,
+        **changes,
+    }
+    client.force_login(admin)
+    response = client.post(reverse("admin:problems_problem_change", args=[row.pk]), form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+
+def test_admin_only_fields_are_never_reported_as_updated(client, admin):
+    problems_sync(catalog=[FakeSpec("all-reduce")])
+    _edit_in_the_admin(client, admin, "all-reduce", status="hidden", weight="3", profiles=["cpu"])
+    report = problems_sync(catalog=[FakeSpec("all-reduce")])
+    assert report.updated == [] and report.unchanged == ["all-reduce"]
+    assert str(report) == "unchanged 1"
+
+
+def test_an_admins_edit_is_kept_and_reported_while_the_catalog_leaves_the_field_alone(
+    client, admin
+):
+    problems_sync(catalog=[FakeSpec("all-reduce")])
+    _edit_in_the_admin(client, admin, "all-reduce", title="All-reduce (the warm-up)")
+    report = problems_sync(catalog=[FakeSpec("all-reduce", description="Clearer words.")])
+    row = Problem.objects.get(slug="all-reduce")
+    assert (row.title, row.description) == ("All-reduce (the warm-up)", "Clearer words.")
+    assert report.updated == ["all-reduce"] and report.changes["all-reduce"] == ["description"]
+    assert report.kept == ["all-reduce: title"] and report.replaced == []
+    assert "updated 1: all-reduce (description)" in str(report)
+    assert "admin edits kept 1: all-reduce: title" in str(report)
+    again = problems_sync(catalog=[FakeSpec("all-reduce", description="Clearer words.")])
+    assert again.unchanged == ["all-reduce"] and again.kept == ["all-reduce: title"]
+
+
+def test_a_catalog_change_replaces_an_admins_edit_and_says_so(client, admin, capsys):
+    problems_sync(catalog=[FakeSpec("all-reduce")])
+    _edit_in_the_admin(client, admin, "all-reduce", description="The admin's words.")
+    report = problems_sync(catalog=[FakeSpec("all-reduce", description="The catalog's new words.")])
+    assert Problem.objects.get(slug="all-reduce").description == "The catalog's new words."
+    assert report.replaced == ["all-reduce: description"] and report.kept == []
+    assert "ADMIN EDITS REPLACED by the catalog's new text 1: all-reduce: description" in str(
+        report
+    )
+    # From then on the row follows the catalog as before.
+    assert problems_sync(
+        catalog=[FakeSpec("all-reduce", description="The catalog's new words.")]
+    ).unchanged == ["all-reduce"]
+
+
+def test_the_command_warns_when_it_replaces_an_admins_edit(monkeypatch, capsys):
+    import problems as catalog
+
+    spec = next(iter(catalog.all_problems()))
+    monkeypatch.setattr(catalog, "all_problems", lambda: [spec])
+    call_command("sync_problems")
+    Problem.objects.filter(slug=spec.slug).update(title="Edited by an admin")
+    monkeypatch.setattr(catalog, "all_problems", lambda: [replace(spec, title="New title")])
+    call_command("sync_problems")
+    captured = capsys.readouterr()
+    assert f"replaced the edit: {spec.slug}: title" in captured.err
+    assert Problem.objects.get(slug=spec.slug).title == "New title"

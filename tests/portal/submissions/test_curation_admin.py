@@ -104,7 +104,18 @@ def test_cancel_and_rerun_are_logged(
     queued.refresh_from_db()
     assert queued.status == Submission.Status.QUEUED and queued.attempts == 2
     assert [r.submission_id for r, _ in sent] == [queued.pk]
-    assert _log(queued) == ["Cancelled by admin.", "Re-run by admin."]
+    assert _log(queued) == ["Cancelled by admin.", "Started over by admin."]
+
+
+def test_the_two_ways_of_judging_again_say_what_happens_to_the_results(client, admin, passed):
+    client.force_login(admin)
+    body = client.get(CHANGELIST).content.decode()
+    assert "Start over: judge selected submissions from scratch (discards their results)" in body
+    assert "Add a run for the ranking: judge selected submissions again with fresh seeds " in body
+    assert "(keeps their results)" in body
+    problems_page = client.get(reverse("admin:problems_problem_changelist")).content.decode()
+    assert "Start over: judge every team&#x27;s newest submission" in problems_page
+    assert "Add a run for the ranking: judge the top entries" in problems_page
 
 
 def test_the_queue_shows_what_runs_where(client, admin, team, alice, passed):

@@ -11,3 +11,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         report = problems_sync()
         self.stdout.write(f"Problems synced: {report}")
+        if report.replaced:
+            # Said apart too, so that a deploy script's log shows it where warnings go.
+            self.stderr.write(
+                self.style.WARNING(
+                    "The catalog changed fields an admin had edited; the catalog's new text "
+                    f"replaced the edit: {', '.join(report.replaced)}"
+                )
+            )
