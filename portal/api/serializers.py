@@ -49,9 +49,11 @@ class ProblemDetailSerializer(ProblemSerializer):
 
 
 class ScoreSerializer(serializers.Serializer):
-    solved = serializers.IntegerField(help_text="Problems solved (fast_0 as a count).")
+    solved = serializers.IntegerField(
+        help_text="Problems solved (fast_0 as a count, unweighted: see the board's weighted)."
+    )
     faster = serializers.IntegerField(
-        help_text="Problems faster than the reference beyond noise (fast_1 as a count)."
+        help_text="Problems faster than the reference beyond noise (fast_1 as a count, unweighted)."
     )
     fast_0 = serializers.FloatField(help_text="Weighted share of the problems solved.")
     fast_1 = serializers.FloatField(
@@ -111,6 +113,10 @@ class BoardSerializer(serializers.Serializer):
     profile = serializers.CharField()
     category = serializers.CharField(allow_null=True)
     columns = ColumnSerializer(many=True)
+    weighted = serializers.BooleanField(
+        help_text="Some problem in scope weighs other than 1: the fast_p shares are weighted "
+        "by the problems' weights and no longer equal the counts (solved, faster) over total."
+    )
     rows = RowSerializer(many=True, help_text=RULE)
 
 

@@ -26,6 +26,9 @@ from portal.leaderboard.scoring import RULE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 FINISHED = {"done", "failed", "cancelled"}
+WEIGHTED = (
+    " fast_1 and fast_2 are shares weighted by the problems' weights; solved counts problems."
+)
 POLL_S = 2.0
 # Waiting out a 429 while following a submission, at most this long per answer.
 MAX_BACKOFF_S = 60.0
@@ -223,17 +226,21 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         return _problem_board(client, args)
     board = client.get("leaderboard/", category=args.category, profile=args.profile)
     scope = board["category"] or "all categories"
+    # Counts beside shares: where problem weights make them differ, the shares say so (an
+    # older site sends no "weighted", and its shares go unlabelled).
+    weighted = " (weighted)" if board.get("weighted") else ""
     table = Table(
-        "rank", "team", "solved", "fast_1", "fast_2", "geomean", "roofline",
+        "rank", "team", "solved", f"fast_1{weighted}", f"fast_2{weighted}", "geomean",
+        "roofline",
         title=f"{scope}, profile {board['profile']}",
-        caption=RULE,
+        caption=RULE + (WEIGHTED if weighted else ""),
     )  # fmt: skip
     for row in board["rows"]:
         score = row["score"]
         table.add_row(
             _rank(row),
             row["team"],
-            f"{score['solved']}/{score['total']}",
+            f"{score['solved']} of {score['total']}",
             _fmt(score.get("fast_1"), ".0%"),
             _fmt(score.get("fast_2"), ".0%"),
             _fmt(score["geomean"], ".2f", "x"),

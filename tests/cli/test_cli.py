@@ -102,6 +102,25 @@ def test_the_leaderboard_by_category_and_profile(capsys, site, problems, team, c
     assert "Charlie Ltd" in out and "Alice's Kernels" not in out
 
 
+def test_the_leaderboards_solved_column_counts_problems_of_how_many(capsys, site, problems, team):
+    finished_result(team, problems["all-reduce"], 2.5)
+    code, out, _ = run(capsys, "leaderboard")
+    [line] = [line for line in out.splitlines() if "Alice's Kernels" in line]
+    assert code == 0 and "1 of 3" in line and "33%" in line
+    assert "weighted" not in out  # every weight 1: the share is the count over the total
+
+
+def test_on_a_weighted_board_the_leaderboards_shares_say_so(capsys, site, problems, team):
+    problems["all-reduce"].weight = 2.0
+    problems["all-reduce"].save()
+    finished_result(team, problems["all-reduce"], 2.5)
+    code, out, _ = run(capsys, "leaderboard")
+    assert code == 0 and "fast_1 (weighted)" in out and "fast_2 (weighted)" in out
+    assert "solved counts problems" in " ".join(out.split())  # the caption, however wrapped
+    [line] = [line for line in out.splitlines() if "Alice's Kernels" in line]
+    assert "1 of 3" in line and "50%" in line  # a weight of 2 of 4, one problem of three
+
+
 def test_the_leaderboard_of_one_problem(capsys, site, problems, team):
     finished_result(team, problems["all-reduce"], 2.5)
     code, out, _ = run(capsys, "leaderboard", "--problem", "all-reduce")

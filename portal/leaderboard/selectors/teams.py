@@ -56,6 +56,7 @@ class TeamStanding:
     rank: int | None
     teams: int
     rank_range: str | None = None  # "2-4" where the score is not separable from others'
+    weighted: bool = False  # some problem in scope weighs other than 1: shares are not counts
 
 
 @dataclass
@@ -169,6 +170,7 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
         rank=row.rank if row else None,
         teams=board.teams,
         rank_range=row.rank_range if row else None,
+        weighted=board.weighted,
     )
 
 

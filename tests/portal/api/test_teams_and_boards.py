@@ -115,3 +115,14 @@ def test_the_leaderboard_takes_a_profile(api, problems):
     assert data["profile"] == "h200x4"
     assert [r["team"] for r in data["rows"] if not r["is_baseline"]] == ["Big Iron"]
     assert api.get(reverse("api:leaderboard"), {"profile": "abacus"}).status_code == 400
+
+
+def test_the_leaderboard_says_when_its_shares_are_weighted(api, problems):
+    result(TeamFactory(name="Big Iron"), problems["all-reduce"], speedup=8.0)
+    assert api.get(reverse("api:leaderboard")).json()["weighted"] is False
+    problems["all-reduce"].weight = 2.0
+    problems["all-reduce"].save()
+    data = api.get(reverse("api:leaderboard")).json()
+    [row] = [r for r in data["rows"] if r["team"] == "Big Iron"]
+    assert data["weighted"] is True
+    assert (row["score"]["faster"], row["score"]["total"], row["score"]["fast_1"]) == (1, 3, 0.5)

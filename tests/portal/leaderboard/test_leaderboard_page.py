@@ -136,3 +136,34 @@ def test_flagged_results_do_not_add_page_queries(client, problems, django_assert
         flagged(team, problems["all-gather"], speedup=99.0)
     with django_assert_max_num_queries(4):
         assert client.get(reverse("leaderboard:home")).status_code == 200
+
+
+# --- shares beside counts: a weighted share is never shown as if it were the count -------
+
+
+def table(page: str) -> str:
+    return page[page.index('id="leaderboard"') : page.index("</table>")]
+
+
+def test_counts_say_of_how_many_problems_beside_an_unweighted_share(client, ranked):
+    page = table(client.get(reverse("leaderboard:home")).content.decode())
+    # Ring Masters: all-reduce at 2.00x, one of the three published problems.
+    assert '33% <span class="muted small count">1 of 3</span>' in page
+    assert '<span class="solved">1 of 2</span>' in page  # collectives solved
+    assert "weighted" not in page  # every weight 1: the share is the count over the total
+
+
+def test_on_a_weighted_board_the_shares_are_labelled_weighted(client, ranked, problems):
+    problems["all-reduce"].weight = 2.0
+    problems["all-reduce"].save()
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    assert "Shares (%) are weighted by each problem's weight" in page
+    board = table(page)
+    assert board.count('<span class="weighted">weighted</span>') == 3  # fast_1, fast_0, fast_2
+    assert "By category: fast<sub>1</sub> weighted over problems solved" in board
+    # Ring Masters' share is 2 of a weight of 4, its count 1 of 3 problems: both say which.
+    assert (
+        'title="fast_1 50% weighted by the problems\' weights; by count 1 of 3 problems">'
+        '50% <span class="muted small count">1 of 3</span>'
+    ) in board
+    assert 'title="fast_1 67% weighted, solved 1 of 2, geomean 2.00×"' in board

@@ -108,3 +108,28 @@ def test_the_team_page_rejects_wrong_method(client, team):
 def test_the_team_page_is_public(client, team):
     other = TeamFactory(name="Other")
     assert client.get(reverse("leaderboard:team", args=[other.slug])).status_code == 200
+
+
+# --- shares beside counts --------------------------------------------------------------
+
+
+def test_the_team_page_gives_counts_of_problems_and_unlabelled_shares_at_weight_1(client, history):
+    html = page(client, history, profile="cpu").content.decode()
+    counts = "3 of 3 problems faster than the reference, 3 of 3 solved"
+    assert f'<span id="team-counts">{counts}</span>' in html
+    assert '<dd data-category="collective">fast<sub>1</sub> 100% · 2 of 2 solved</dd>' in html
+    assert "weighted" not in html
+
+
+def test_on_a_weighted_scope_the_team_pages_shares_say_so(client, team, problems):
+    problems["tp-linear"].weight = 2.0
+    problems["tp-linear"].save()
+    submit(team, {problems["all-reduce"]: 1.5, problems["all-gather"]: 0.9})
+    html = page(client, team, profile="cpu").content.decode()
+    # fast_1: a weight of 1 of 4; by count 1 of 3 problems.
+    assert "fast<sub>1</sub> <strong>25%</strong>" in html
+    assert "(shares weighted by the problems' weights)" in html
+    counts = "1 of 3 problems faster than the reference, 2 of 3 solved"
+    assert f'<span id="team-counts">{counts}</span>' in html
+    dd = '<dd data-category="collective">fast<sub>1</sub> 50% weighted · 2 of 2 solved</dd>'
+    assert dd in html
