@@ -176,16 +176,28 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """A submission as the public sees it: when, on what, and how it went; no code, no logs."""
+    """A submission as the public sees it: when, on what, and how it went; no code, no logs.
+
+    Its badge comes from the `status_class` and `status_label` filters (templatetags
+    results), as a submission's does on its own page and the Submit page: a done
+    submission that passed nothing is "Done: none passed" there, never a green "Done".
+    """
 
     id: int
     created_at: datetime
     finished_at: datetime | None
     status: str
-    status_label: str
     profile: str
     planned: int
     passed: int
+
+    @property
+    def passed_count(self) -> int:
+        """The filters' name for it (the annotation on a list of submissions)."""
+        return self.passed
+
+    def get_status_display(self) -> str:
+        return Submission.Status(self.status).label
 
 
 def team_history(*, team: Team, limit: int = 50) -> list[HistoryEntry]:
@@ -202,7 +214,6 @@ def team_history(*, team: Team, limit: int = 50) -> list[HistoryEntry]:
             created,
             finished,
             status,
-            Submission.Status(status).label,
             profile,
             len(planned or []),
             passed,

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from portal.leaderboard import freshness
 from portal.submissions.models import Submission
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
 from tests.portal.leaderboard.test_leaderboard_rows import flagged, submit
@@ -133,3 +136,32 @@ def test_on_a_weighted_scope_the_team_pages_shares_say_so(client, team, problems
     assert f'<span id="team-counts">{counts}</span>' in html
     dd = '<dd data-category="collective">fast<sub>1</sub> 50% weighted · 2 of 2 solved</dd>'
     assert dd in html
+
+
+# --- the submissions' badges -------------------------------------------------------------
+
+
+def test_a_done_submission_that_passed_nothing_is_not_a_green_done(client, team, problems):
+    failed = submit(team, {problems["all-reduce"]: "wrong_answer"}, minutes=1)
+    passed = submit(team, {problems["all-gather"]: 1.2}, minutes=2)
+    html = page(client, team).content.decode()
+    row = html[html.index(f'data-submission="{failed.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert '<span class="badge done-none-passed failed">Done: none passed</span>' in row
+    row = html[html.index(f'data-submission="{passed.pk}"') :]
+    assert '<span class="badge done">Done</span>' in row[: row.index("</tr>")]
+
+
+def test_the_team_pages_badges_take_no_query_per_submission(client, team, problems):
+    def queries() -> int:
+        freshness.forget()
+        with CaptureQueriesContext(connection) as captured:
+            html = page(client, team).content.decode()
+        assert html.count("Done: none passed") == len(Submission.objects.filter(team=team))
+        return len(captured)
+
+    submit(team, {problems["all-reduce"]: "wrong_answer"})
+    one = queries()
+    for minute in range(1, 5):
+        submit(team, {problems["all-reduce"]: "wrong_answer"}, minutes=minute)
+    assert queries() == one
