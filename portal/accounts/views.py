@@ -3,12 +3,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import UserCreationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.accounts.forms import TeamCreateForm, TeamJoinForm
+from portal.accounts.forms import SignupForm, TeamCreateForm, TeamJoinForm
 from portal.accounts.models import Membership
 from portal.accounts.selectors import team_members, team_of
 from portal.accounts.services import (
@@ -28,7 +27,7 @@ from portal.submissions.selectors import team_submission_quota
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("accounts:team")
-    form = UserCreationForm(request.POST if request.method == "POST" else None)
+    form = SignupForm(request.POST if request.method == "POST" else None)
     if form.is_bound and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")

@@ -24,6 +24,7 @@ from evaluator.contract import (
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, ProvisionalResult, ResultRun, Submission
+from portal.submissions.services.notifications import submission_judged_mail
 from portal.submissions.services.reported import MESSAGE_CAP_CHARS, json_safe, reported_fields
 from portal.submissions.services.reruns import (
     first_run,
@@ -209,6 +210,11 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
             # A copy of the request redelivered later (its host died before acknowledging
             # it) is then skipped by the host rather than judged again.
             transaction.on_commit(lambda: broker.attempt_over(str(eid), reason="finished"))
+            # After the commit, so that the mail never says more than the page shows, and
+            # robust: the results are recorded whatever the mail server does.
+            transaction.on_commit(
+                lambda: submission_judged_mail(submission_id=submission.pk), robust=True
+            )
             return True
     # Not a submission's attempt: perhaps a re-run for the ranking (services/reruns.py).
     if rerun_finish(evaluation_id=eid, outcome=outcome, reported=reported, reason=reason):

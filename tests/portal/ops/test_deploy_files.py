@@ -30,9 +30,11 @@ def test_the_portal_env_example_passes_djangos_deploy_checks(tmp_path):
     env = _env_file(DEPLOY / "portal.env.example")
     (tmp_path / "secret_key").write_text(secrets.token_urlsafe(50))
     (tmp_path / "metrics_token").write_text("scrape-token")
+    (tmp_path / "smtp_password").write_text("smtp-secret")
     env |= {
         "PKB_SECRET_KEY_FILE": str(tmp_path / "secret_key"),
         "PKB_METRICS_TOKEN_FILE": str(tmp_path / "metrics_token"),
+        "PKB_EMAIL_PASSWORD_FILE": str(tmp_path / "smtp_password"),
         "PKB_STATIC_ROOT": str(tmp_path / "static"),
         "PKB_MEDIA_ROOT": str(tmp_path / "media"),
     }
