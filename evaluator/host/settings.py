@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.host.cgroups import EVALUATION_MEMORY_SHARE, host_memory_mb
 from evaluator.host.hostplan import visible_devices
 from evaluator.host.profiles import DEFAULT_PROFILE, HardwareProfile, get_profile
 from evaluator.host.sandbox import Identity, Limits
@@ -75,6 +76,14 @@ class Settings:
     # system calls); "namespaces": the network jail alone (sandbox.NetworkJail), for a
     # host where bubblewrap cannot run.
     sandbox: str = "bubblewrap"
+    # The memory every process of one evaluation's bundle code may hold together (a cgroup,
+    # evaluator/host/cgroups.py); 0: no cap. By default three quarters of the host's memory;
+    # hostplan gives each worker its GPUs' share of that.
+    evaluation_memory_bytes: int = 0
+    # Host folders bound read-write into the bubblewrap sandbox (PKB_SANDBOX_SHARED, ":"
+    # between them): for tests whose bundle code writes notes for the test to read. Never
+    # on a production host: whatever is there, every bundle may read and change.
+    sandbox_shared: tuple[Path, ...] = ()
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
     candidate_user: Identity | None = None
     # This worker's Celery node name is pkb-<worker_name>@<host>: several workers on one
@@ -161,12 +170,24 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         limits=_limits(env),
         isolate_network=env_bool(env, "PKB_ISOLATE_NETWORK", True),
         sandbox=_sandbox(env),
+        sandbox_shared=tuple(
+            Path(p) for p in env.get("PKB_SANDBOX_SHARED", "").split(os.pathsep) if p.strip()
+        ),
+        evaluation_memory_bytes=env_int(
+            env, "PKB_EVALUATION_MEMORY_MB", default_evaluation_memory_mb(), minimum=0
+        )
+        * 1024
+        * 1024,
         candidate_user=_candidate_user(env),
         worker_name=_worker_name(env, default=profile.name),
     )
 
 
 SANDBOXES = ("bubblewrap", "namespaces")
+
+
+def default_evaluation_memory_mb() -> int:
+    return int(host_memory_mb() * EVALUATION_MEMORY_SHARE)
 
 
 def _sandbox(env: Mapping[str, str]) -> str:

@@ -17,7 +17,6 @@ another worker within PKB_VISIBILITY_TIMEOUT_S of this one being killed, and not
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import multiprocessing.process as mp_process
@@ -25,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis.exceptions
@@ -53,7 +52,6 @@ from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, load_settings, redis_url
 from evaluator.intake.bundle import BundleError, read_bundle
-from evaluator.judge import evaluate as judging
 from evaluator.judge.evaluate import check_sandbox, evaluate_bundle
 from evaluator.judge.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from problems.registry import all_problems
@@ -380,48 +378,22 @@ def _run(
     # The compile pass comes first and takes a while (CUDA extensions build on every core).
     watch.report(0, len(request.problems), "", phase=Phase.COMPILING)
     try:
-        with _each_result(judged.append):
-            results, environment = evaluate_bundle(
-                bundle,
-                slugs=request.problems,
-                profile=profile,
-                settings=settings,
-                evaluation_id=evaluation_id,
-                on_progress=progress,
-                problems=catalog,
-            )
+        results, environment = evaluate_bundle(
+            bundle,
+            slugs=request.problems,
+            profile=profile,
+            settings=settings,
+            evaluation_id=evaluation_id,
+            on_progress=progress,
+            problems=catalog,
+            on_result=judged.append,
+        )
     except EvaluationStopped:
         raise
     except Exception as exc:  # a broken host, or Celery's soft time limit
         log.exception("evaluation %s failed", evaluation_id)
         return _fail(send, evaluation_id, f"the evaluator failed: {type(exc).__name__}: {exc}")
     return _finish(send, evaluation_id, EvaluationOutcome.DONE, results=results, env=environment)
-
-
-@contextlib.contextmanager
-def _each_result(judged: Callable[[ProblemResult], None]) -> Iterator[None]:
-    """Hand each problem's result to `judged` as soon as it is judged, not at the end.
-
-    `evaluate_bundle` returns the results once every problem is judged, which on GPUs is
-    hours after the first; each result exists as its ProblemRun returns it. The judge's
-    orchestration (evaluator/judge/) is the trusted side's and not changed from here, so the
-    host wraps the class the orchestration builds its runs from, for this call only: a
-    worker process runs one evaluation at a time, so the swap meets no other. The plain form
-    would be an `on_result` argument of `evaluate_bundle`; when it has one, use it instead.
-    """
-    plain = judging.ProblemRun
-
-    class Reporting(plain):  # type: ignore[valid-type, misc]
-        def evaluate(self) -> ProblemResult:
-            result = super().evaluate()
-            judged(result)
-            return result
-
-    judging.ProblemRun = Reporting  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        judging.ProblemRun = plain  # type: ignore[misc]
 
 
 def _evaluation_id_of(request_json: Any) -> str:

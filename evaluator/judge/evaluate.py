@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from evaluator.contract import ProblemResult
-from evaluator.host import bubblewrap, cleanup, sandbox
+from evaluator.host import bubblewrap, cgroups, cleanup, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
@@ -60,11 +60,13 @@ def evaluate_bundle(
     on_progress: Progress | None = None,
     problems: Mapping[str, Problem] | None = None,
     on_round: RoundObserver | None = None,
+    on_result: Callable[[ProblemResult], None] | None = None,
 ) -> tuple[list[ProblemResult], dict[str, Any]]:
     """Judge the bundle's solutions of `slugs`, in that order, on `profile`'s ranks.
 
     `problems` replaces the repository's catalog (tests, unpublished problems). A crash or
-    hang of bundle code is a result; only a broken host raises EvaluatorError.
+    hang of bundle code is a result; only a broken host raises EvaluatorError. `on_result`
+    gets each problem's result as soon as it is judged (on GPUs, hours before the last).
     """
     catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
     _check_host(profile)
@@ -86,11 +88,19 @@ def evaluate_bundle(
     sandbox.not_dumpable()
     cleanup.become_subreaper()
     litter_before, began_at = cleanup.litter_entries(), time.time()
+    group = memory_cgroup(scratch.name, settings.evaluation_memory_bytes)
     try:
-        jail, executable = start_sandbox(scratch / "sandbox", settings)
+        jail, executable = start_sandbox(scratch / "sandbox", settings, group)
     except sandbox.SandboxError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
+        if group is not None:
+            group.close()
         raise EvaluatorError(f"bundle code cannot be confined: {exc}") from exc
+    environment["memory_cap_mb"] = (
+        settings.evaluation_memory_bytes >> 20
+        if group is not None and isinstance(jail, bubblewrap.Sandbox)
+        else None
+    )
     environment["network_isolated"] = jail is not None
     environment["sandbox"] = (
         "bubblewrap" if isinstance(jail, bubblewrap.Sandbox) else "namespaces" if jail else None
@@ -111,6 +121,7 @@ def evaluate_bundle(
         executable=executable,
         protected=[jail.holder.pid] if jail else [],
         identity=identity,
+        strays=jail.kill_strays if isinstance(jail, bubblewrap.Sandbox) else None,
     )
     try:
         bundle.write_to(scratch / "bundle")
@@ -155,6 +166,8 @@ def evaluate_bundle(
             if on_progress:
                 on_progress(done, len(runs), run.slug)
             results.append(run.evaluate())
+            if on_result:
+                on_result(results[-1])
         if on_progress:
             on_progress(len(runs), len(runs), "")
         return results, environment
@@ -162,6 +175,9 @@ def evaluate_bundle(
         pools.stop()
         if jail is not None:
             jail.close()
+            pools.sweep_orphans()  # what the sandbox held comes back to us as it dies
+        if group is not None:
+            group.close()
         cleanup.remove_litter(litter_before, since=began_at, identity=identity)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
@@ -187,6 +203,9 @@ def candidate_environment(scratch: Path) -> dict[str, str]:
         "TRITON_CACHE_DIR": str(scratch / "triton"),
         "HOME": str(scratch / "home"),
         "TMPDIR": str(scratch / "tmp"),
+        # The sandbox's network is a loopback alone, and its host name resolves nowhere:
+        # gloo would say so in every rank's log (and take that as its cue to use lo).
+        "GLOO_SOCKET_IFNAME": "lo",
         **NO_MULTICAST,
     }
 
@@ -237,19 +256,34 @@ def check_identity(settings: Settings) -> None:
     log.info("bundle code runs as %s (uid %d, gid %d)", identity.name, identity.uid, identity.gid)
 
 
+def memory_cgroup(name: str, limit_bytes: int) -> cgroups.EvaluationCgroup | None:
+    """The evaluation's memory cap, or None (no cap asked, or none this host can make)."""
+    if not limit_bytes:
+        return None
+    try:
+        return cgroups.EvaluationCgroup.create(name, limit_bytes)
+    except cgroups.CgroupError as exc:
+        log.warning("NO MEMORY CAP for this evaluation's bundle code: %s", exc)
+        return None
+
+
 def start_sandbox(
-    folder: Path, settings: Settings
+    folder: Path, settings: Settings, group: cgroups.EvaluationCgroup | None = None
 ) -> tuple[bubblewrap.Sandbox | sandbox.NetworkJail | None, str | None]:
     """The candidate's sandbox (bubblewrap's, else the network jail; None where the host
     refuses both) and the launcher of bundle code. `folder` is in the evaluation's scratch
-    folder, which the sandbox shows its processes.
+    folder, which the sandbox shows its processes; processes launched into a bubblewrap
+    sandbox are charged to `group`.
 
     Raises SandboxError where bundle code cannot be switched to the candidate user."""
     identity = settings.candidate_user
     if settings.isolate_network and settings.sandbox == "bubblewrap":
         ids = (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
         try:
-            box = bubblewrap.Sandbox.start(folder, folder.parent, *ids)
+            procs = str(group.procs) if group is not None else "-"
+            box = bubblewrap.Sandbox.start(
+                folder, folder.parent, *ids, cgroup=procs, shared=settings.sandbox_shared
+            )
         except (OSError, RuntimeError) as exc:
             log.error(
                 "NO BUBBLEWRAP SANDBOX (%s): bundle code gets the network jail alone, with "

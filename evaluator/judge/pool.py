@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -105,6 +105,7 @@ class RankPools:
         executable: str | None = None,
         protected: Collection[int] = (),
         identity: sandbox.Identity | None = None,
+        strays: Callable[[set[int]], list[int]] | None = None,
     ) -> None:
         """`executable` starts candidate processes (the sandbox launcher); `protected`
         are children of ours that the orphan sweep must spare (the jail's holder); `identity`
@@ -114,6 +115,9 @@ class RankPools:
         self.limits = limits
         self.executable = executable
         self.protected = set(protected)
+        # Kills what is left in the candidate's sandbox but the given ranks (bubblewrap's
+        # Sandbox.kill_strays): orphans there are not ours to reap.
+        self.strays = strays
         self.identity = identity
         self.since_ticks = cleanup.now_ticks()
         self.backend = backend
@@ -275,6 +279,8 @@ class RankPools:
         for pool in self.all:
             keep.update(pool.pids)
         killed = cleanup.reap_orphans(since_ticks=self.since_ticks, keep=keep)
+        if self.strays is not None:
+            killed += self.strays(set(self.candidate.groups))
         if killed:
             log.warning("killed %d processes that bundle code left behind", len(killed))
         return killed

@@ -304,12 +304,13 @@ class ProblemRun:
         return reference, candidate, max(_num(r.data.get("harness_s")) for r in replies), calls
 
     def _failed(self, replies: list[Reply]) -> None:
-        failed = [r for r in replies if r.data.get("failure")]
+        failed = sorted((r for r in replies if r.data.get("failure")), key=lambda r: r.rank)
         if not failed:
             return
         self.pools.candidate_failed()
         reply = failed[0]
         failure = reply.data["failure"]
+        also = _also(failed[1:])
         if failure.get("protocol"):
             self._flag(ResultFlag.TAMPERED, f"rank {reply.rank}'s runner {failure['how']}")
             raise Failure(
@@ -318,8 +319,10 @@ class ProblemRun:
                 "the harness's pipe does that",
             )
         if "how" in failure:
-            raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} {failure['how']}")
-        raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} raised {failure['error']}")
+            raise Failure(ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} {failure['how']}{also}")
+        raise Failure(
+            ProblemStatus.RUNTIME_ERROR, f"rank {reply.rank} raised {failure['error']}{also}"
+        )
 
     def _tampered(self, replies: list[Reply]) -> None:
         tampered = sorted({str(n) for r in replies for n in r.data.get("tampered") or []})
@@ -384,3 +387,12 @@ def _max(current: float | None, new: Any) -> float | None:
 def _finite(value: float | None) -> float | None:
     # JSON has no Infinity or NaN; "unbounded" is shown by the message instead.
     return value if value is not None and math.isfinite(value) else None
+
+
+def _also(others: list[Reply]) -> str:
+    """The other ranks that failed, named after the first's message."""
+    if not others:
+        return ""
+    ranks = [str(r.rank) for r in others]
+    named = ranks[0] if len(ranks) == 1 else ", ".join(ranks[:-1]) + " and " + ranks[-1]
+    return f" (rank{'s' if len(ranks) > 1 else ''} {named} failed too)"

@@ -165,12 +165,31 @@ def gather(
             replies.append(Reply(pool.kind, rank, data))
             del pending[ready]
             if decisive(replies[-1]):
-                _raise_if_a_rank_died(pools, sentinels)
-                return replies
+                return replies + _within_grace(pending, sentinels, step)
     return replies
 
 
-def _raise_if_a_rank_died(pools: list[RankPool], sentinels: dict[Any, Any]) -> None:
-    for ready in wait(list(sentinels), timeout=DEATH_GRACE_S):
-        pool, rank = sentinels[ready]
-        raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
+def _within_grace(
+    pending: dict[Connection, tuple[RankPool, int]], sentinels: dict[Any, Any], step: int
+) -> list[Reply]:
+    """After a decisive reply: what the other ranks say within DEATH_GRACE_S (ranks that
+    fail together are all named), or the death of one (a crash is the real story)."""
+    late: list[Reply] = []
+    end = time.monotonic() + DEATH_GRACE_S
+    while (remaining := end - time.monotonic()) > 0:
+        ready_now = wait([*pending, *sentinels], timeout=remaining)
+        if not ready_now:
+            break
+        for ready in ready_now:
+            if ready in sentinels:
+                pool, rank = sentinels[ready]
+                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank]))
+            conn = next(c for c in pending if c is ready)
+            pool, rank = pending.pop(conn)
+            try:
+                data = json.loads(conn.recv_bytes(MAX_REPLY_BYTES))
+            except (EOFError, OSError, ValueError):
+                raise RankDied(pool.kind, rank, how_it_ended(pool.procs[rank])) from None
+            if isinstance(data, dict) and data.get("step") == step:
+                late.append(Reply(pool.kind, rank, data))
+    return late

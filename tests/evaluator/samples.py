@@ -30,6 +30,7 @@ CATALOG: dict[str, Problem] = {
             "ar-import-error",
             "ar-wrong",
             "ar-raises",
+            "ar-all-raise",
             "ar-crashes",
             "ar-hangs",
             "ar-after-failures",
@@ -108,6 +109,13 @@ def solution(x):
     out = x.clone()
     dist.all_reduce(out)  # the other ranks wait here for rank 1 forever
     return out
+"""
+
+ALL_RAISE = """
+import torch.distributed as dist
+
+def solution(x):
+    raise ValueError(f"rank {dist.get_rank()} refuses too")
 """
 
 CRASHES = """

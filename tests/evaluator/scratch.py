@@ -9,13 +9,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from evaluator.host import bubblewrap
 from evaluator.host.settings import load_settings
+from evaluator.judge.processes import pid_running
 
 
 @contextmanager
 def reachable_folder(name: str, *, candidates_write: bool = False) -> Iterator[Path]:
     """A fresh folder under the temporary folder that the candidate user may pass through
-    (and, with `candidates_write`, owns), removed afterwards.
+    (and, with `candidates_write`, owns), removed afterwards. Bundle code in bubblewrap's
+    sandbox sees it only where the evaluation's settings share it (`sandbox_shared`,
+    PKB_SANDBOX_SHARED).
 
     Not pytest's tmp_path: pytest makes /tmp/pytest-of-<user> 0700 again whenever any
     pytest session starts, which would cut bundle code (nobody, when the tests run as
@@ -29,3 +33,32 @@ def reachable_folder(name: str, *, candidates_write: bool = False) -> Iterator[P
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def sandboxed() -> bool:
+    """Whether bundle code runs in bubblewrap's sandbox here, so that the pids it notes are
+    its pid namespace's, not the host's (evaluator/host/bubblewrap.py)."""
+    return load_settings({}).sandbox == "bubblewrap" and bubblewrap.bwrap_binary() is not None
+
+
+def noted_pid_running(pid: int, namespace: str | None = None) -> bool:
+    """Whether the process that bundle code noted as `pid` still runs: inside a sandbox, a
+    host process whose innermost pid it is (in `namespace`, its /proc/self/ns/pid, where
+    the note says); else the host's own pid."""
+    if not sandboxed():
+        return pid_running(pid)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            inner = bubblewrap.nspid(int(entry.name))
+            if len(inner) > 1 and inner[-1] == pid and _in(entry, namespace):
+                return True
+    return False
+
+
+def _in(process: Path, namespace: str | None) -> bool:
+    if namespace is None:
+        return True
+    try:
+        return os.readlink(process / "ns" / "pid") == namespace
+    except OSError:
+        return False

@@ -116,3 +116,17 @@ def test_relative_error_is_reported_only_where_values_exceed_atol():
     assert verdict.ok
     assert verdict.max_rel_err == pytest.approx(0.005)
     assert verdict.max_abs_err == pytest.approx(0.032)
+
+
+def test_the_message_names_the_largest_relative_error_where_another_element_has_it():
+    # The worst element by absolute error is not the one with the largest relative error:
+    # the result's "rel err" column shows the latter, so the message says it too.
+    expected = torch.tensor([100.0, 1.0], dtype=torch.float64)
+    actual = torch.tensor([110.0, 1.5], dtype=torch.float64)
+    verdict = compare(expected, actual, Tolerance(atol=0.001, rtol=0.01))
+    assert not verdict.ok
+    assert verdict.max_rel_err == pytest.approx(0.5)
+    assert verdict.message == (
+        "output 0: 2 of 2 elements differ; worst at index [0]: got 110, expected 100 "
+        "(abs err 10, rel err 0.1; atol 0.001, rtol 0.01); largest relative error 0.5"
+    )

@@ -18,10 +18,9 @@ from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.processes import pid_running
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import noted_pid_running, reachable_folder
 
 TIMEOUT_S = 6
 WORLD_SIZE = 2
@@ -108,7 +107,7 @@ def test_an_import_that_hangs_is_a_compile_error_and_is_killed(evaluated):
     assert result.status == ProblemStatus.COMPILE_ERROR
     assert result.message == f"ar-imports-hang.py failed to import: took longer than {TIMEOUT_S} s"
     [record] = records(scratch, "ar-imports-hang")
-    assert not pid_running(record["pid"])
+    assert not noted_pid_running(record["pid"])
 
 
 def test_the_compile_pass_time_is_in_the_environment(evaluated):

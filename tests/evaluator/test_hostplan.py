@@ -19,7 +19,9 @@ def _env_of(path: Path) -> dict[str, str]:
 
 
 def test_four_two_gpu_workers_split_the_host_without_sharing_anything():
-    slots = plan_host(["h200x2"] * 4, gpus=EIGHT, scratch_root=Path("/srv/scratch"))
+    slots = plan_host(
+        ["h200x2"] * 4, gpus=EIGHT, scratch_root=Path("/srv/scratch"), memory_mb=2_048_000
+    )
     assert [s.devices for s in slots] == [(0, 1), (2, 3), (4, 5), (6, 7)]
     assert len({s.name for s in slots}) == 4
     assert len({s.candidate_user for s in slots}) == 4
@@ -30,6 +32,8 @@ def test_four_two_gpu_workers_split_the_host_without_sharing_anything():
         "CUDA_VISIBLE_DEVICES": "2,3",
         "PKB_CANDIDATE_USER": "pkb-cand-1",
         "PKB_SCRATCH_DIR": "/srv/scratch/h200x2-1",
+        # Two of eight GPUs: a quarter of three quarters of the host's 2 TB.
+        "PKB_EVALUATION_MEMORY_MB": "384000",
     }
 
 
@@ -54,6 +58,7 @@ def test_a_plan_that_does_not_fit_is_refused():
 def test_cpu_workers_see_no_gpu():
     [slot] = plan_host(["cpu"], gpus=EIGHT)
     assert slot.devices == () and slot.env()["CUDA_VISIBLE_DEVICES"] == ""
+    assert "PKB_EVALUATION_MEMORY_MB" not in slot.env()  # the settings' default: the host's
 
 
 def test_each_written_env_file_is_what_the_worker_settings_read(tmp_path):
@@ -66,6 +71,7 @@ def test_each_written_env_file_is_what_the_worker_settings_read(tmp_path):
         settings = load_settings(env)
         assert (settings.profile, settings.worker_name) == (slot.profile, slot.name)
         assert settings.scratch_dir == slot.scratch_dir
+        assert settings.evaluation_memory_bytes == slot.memory_mb << 20 > 0
 
 
 @pytest.mark.parametrize("devices", ["4", ""])

@@ -4,6 +4,7 @@ signals live in a real Redis (the suite's own database), the ranks are real gloo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -18,10 +19,10 @@ from evaluator.contract import FINISHED_TASK, PROGRESS_TASK, STARTED_TASK
 from evaluator.host import liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.tasks import run_evaluation
-from evaluator.judge import pool, processes
+from evaluator.judge import pool
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import noted_pid_running, reachable_folder
 from tests.evaluator.test_tasks import PROFILE, SETTINGS, Recorder, request
 
 SLEEPS = """
@@ -49,11 +50,13 @@ def attempt_of(broker: redis.Redis, owner: str = "host-a:1") -> Attempt:
     return Attempt(broker, str(uuid.uuid4()), owner=owner, lease_s=60)
 
 
-def run(request_json: dict, attempt: Attempt, heartbeat_s: float | None = None) -> Recorder:
+def run(
+    request_json: dict, attempt: Attempt, heartbeat_s: float | None = None, shared=()
+) -> Recorder:
     send = Recorder()
     send.returned = run_evaluation(
         request_json,
-        settings=SETTINGS,
+        settings=dataclasses.replace(SETTINGS, sandbox_shared=tuple(shared)),
         send=send,
         profile=PROFILE,
         problems=samples.CATALOG,
@@ -116,17 +119,17 @@ def test_a_stop_kills_the_ranks_within_seconds_and_sends_no_result(broker):
             time.sleep(1.5)  # long enough for a heartbeat or two at 0.5 s
             broker.set(liveness.stop_key(attempt.evaluation_id), "cancelled")
             seen["stopped_at"] = time.monotonic()
-            seen["pids_alive_at_stop"] = [p for p in pids if processes.pid_running(p)]
+            seen["pids_alive_at_stop"] = [p for p in pids if noted_pid_running(p)]
 
         canceller = threading.Thread(target=cancel_once_ranks_run, daemon=True)
         canceller.start()
-        send = run(request_json, attempt, heartbeat_s=0.5)
+        send = run(request_json, attempt, heartbeat_s=0.5, shared=[notes])
         returned_at = time.monotonic()
         canceller.join(5)
     assert send.returned is None
     assert seen["pids_alive_at_stop"], "the ranks were not running when the stop came"
     assert returned_at - seen["stopped_at"] < STOP_WITHIN_S
-    assert not [p for p in seen["pids"] if processes.pid_running(p)]
+    assert not [p for p in seen["pids"] if noted_pid_running(p)]
     assert FINISHED_TASK not in send.names
     # The ranks' silence is no reason to stop the heartbeats: the watch resends progress.
     assert send.names.count(PROGRESS_TASK) >= 2

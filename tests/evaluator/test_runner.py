@@ -17,10 +17,9 @@ from evaluator.host.profiles import get_profile
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.processes import pid_running
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import noted_pid_running, reachable_folder
 
 TIMEOUT_S = 6
 
@@ -37,10 +36,11 @@ def pid_dir(world_size) -> Iterator[Path]:
         yield folder
 
 
-def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=None):
+def evaluate(files: dict[str, str], slugs: list[str], world_size: int, progress=None, shared=()):
     bundle = read_bundle("b.zip", make_zip(files), known_slugs=samples.CATALOG)
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+        sandbox_shared=tuple(shared),
         trials=2,
         warmup=1,
         iters=3,
@@ -68,6 +68,7 @@ SLUGS = [
     "ar-import-error",
     "ar-wrong",
     "ar-raises",
+    "ar-all-raise",
     "ar-crashes",
     "ar-hangs",
     "ar-after-failures",
@@ -83,13 +84,16 @@ def evaluated(world_size, pid_dir):
         "ar-import-error.py": samples.IMPORT_ERROR,
         "ar-wrong.py": samples.WRONG,
         "ar-raises.py": samples.RAISES,
+        "ar-all-raise.py": samples.ALL_RAISE,
         "ar-crashes.py": samples.CRASHES,
         "ar-hangs.py": samples.HANGS,
         "ar-after-failures.py": samples.ALL_REDUCE,
         "_notes.py": samples.NOTES.format(pid_dir=str(pid_dir)),
     }
     progress = []
-    results, environment = evaluate(files, SLUGS, world_size, lambda *args: progress.append(args))
+    results, environment = evaluate(
+        files, SLUGS, world_size, lambda *args: progress.append(args), shared=[pid_dir]
+    )
     return {r.slug: r for r in results}, environment, progress
 
 
@@ -189,6 +193,13 @@ def test_an_exception_is_a_runtime_error_with_its_traceback(failing):
     assert "Traceback" in result.log and "--- rank 1 ---" in result.log
 
 
+def test_every_rank_that_raised_is_named(failing, world_size):
+    result = failing["ar-all-raise"]
+    assert result.status == ProblemStatus.RUNTIME_ERROR
+    others = {2: "rank 1", 4: "ranks 1, 2 and 3"}[world_size]
+    assert result.message == f"rank 0 raised ValueError: rank 0 refuses too ({others} failed too)"
+
+
 def test_a_crashed_rank_is_a_runtime_error_naming_the_signal(failing):
     result = failing["ar-crashes"]
     assert result.status == ProblemStatus.RUNTIME_ERROR
@@ -201,7 +212,7 @@ def test_a_hang_times_out_and_leaves_no_process_behind(failing, pid_dir, world_s
     assert result.message == f"no answer within {TIMEOUT_S} s; rank processes killed"
     ranks, children = pids(pid_dir, "hang-rank"), pids(pid_dir, "hang-grandchild")
     assert len(ranks) == len(children) == world_size
-    assert [pid for pid in ranks | children if pid_running(pid)] == []
+    assert [pid for pid in ranks | children if noted_pid_running(pid)] == []
 
 
 def test_a_correct_problem_after_failing_ones_still_passes(failing):

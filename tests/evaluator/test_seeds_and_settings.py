@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import pwd
+from pathlib import Path
 
 import pytest
 
@@ -71,11 +72,22 @@ def test_the_secret_can_come_from_a_file(tmp_path):
         ({"PKB_SEED_SECRET": "x" * 20, "PKB_SEED_SECRET_FILE": "/x"}, "not both"),
         ({"PKB_KEEP_SCRATCH": "maybe"}, "PKB_KEEP_SCRATCH must be true or false"),
         ({"PKB_EVAL_CASES_FILE": "/nonexistent/cases.json"}, "cannot read"),
+        ({"PKB_SANDBOX": "docker"}, "PKB_SANDBOX must be one of bubblewrap, namespaces"),
+        ({"PKB_EVALUATION_MEMORY_MB": "-1"}, "PKB_EVALUATION_MEMORY_MB must be at least 0"),
     ],
 )
 def test_bad_values_fail_loudly(env, match):
     with pytest.raises(SettingsError, match=match):
         load_settings(env)
+
+
+def test_the_sandbox_and_the_memory_cap_default_to_bubblewrap_and_three_quarters():
+    settings = load_settings({})
+    assert settings.sandbox == "bubblewrap"
+    total = int(Path("/proc/meminfo").read_text().split()[1]) // 1024  # MemTotal, kB
+    assert settings.evaluation_memory_bytes == int(total * 0.75) << 20
+    chosen = load_settings({"PKB_SANDBOX": "Namespaces", "PKB_EVALUATION_MEMORY_MB": "0"})
+    assert (chosen.sandbox, chosen.evaluation_memory_bytes) == ("namespaces", 0)
 
 
 def test_env_bool_accepts_only_clear_values():

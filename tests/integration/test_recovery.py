@@ -21,13 +21,12 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from evaluator.judge.processes import pid_running
 from portal.accounts.services import team_create
 from portal.problems.services import problems_sync
 from portal.submissions.models import ProblemResult, Submission
 from portal.submissions.services import submission_cancel, submission_create
 from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import noted_pid_running, reachable_folder
 from tests.integration.faults import OwnRedis, Workers, publishing_to, received, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -49,7 +48,7 @@ def solution(x):
     mark = os.path.join(NOTES, f"first-{{dist.get_rank()}}")
     if not os.path.exists(mark):
         with open(mark, "w") as f:
-            f.write(str(os.getpid()))
+            f.write(f"{{os.getpid()}} {{os.readlink('/proc/self/ns/pid')}}")
         time.sleep(600)
     world_size = dist.get_world_size()
     gathered = x.new_empty(world_size * x.numel())
@@ -70,7 +69,7 @@ def solution(x):
     mark = os.path.join(NOTES, f"waiting-{{dist.get_rank()}}")
     if not os.path.exists(mark):
         with open(mark, "w") as f:
-            f.write(str(os.getpid()))
+            f.write(f"{{os.getpid()}} {{os.readlink('/proc/self/ns/pid')}}")
     while not os.path.exists(os.path.join(NOTES, "go")):
         time.sleep(0.05)
     world_size = dist.get_world_size()
@@ -89,7 +88,7 @@ NOTES = {notes!r}
 
 def solution(x):
     with open(os.path.join(NOTES, f"sleeping-{{dist.get_rank()}}"), "w") as f:
-        f.write(str(os.getpid()))
+        f.write(f"{{os.getpid()}} {{os.readlink('/proc/self/ns/pid')}}")
     time.sleep(600)
 """
 
@@ -126,10 +125,12 @@ def site(own_redis, settings) -> Iterator[None]:
 
 
 @pytest.fixture
-def workers(own_redis, tmp_path, site) -> Iterator[Callable[..., Workers]]:
+def workers(own_redis, tmp_path, site, notes) -> Iterator[Callable[..., Workers]]:
     made: list[Workers] = []
 
     def make(**env: str) -> Workers:
+        # Bundle code writes its notes where the test reads them, through the sandbox.
+        env = {"PKB_SANDBOX_SHARED": str(notes), **env}
         made.append(Workers(tmp_path, own_redis.url, env))
         return made[-1]
 
@@ -150,11 +151,18 @@ def submit(user, files: dict[str, str]) -> Submission:
     return submission_create(user=user, upload=upload)
 
 
-def noted_pids(notes: Path, prefix: str) -> list[int]:
-    return [int(p.read_text() or 0) for p in notes.glob(f"{prefix}-*") if p.read_text()]
+def noted_pids(notes: Path, prefix: str) -> list[tuple[int, str]]:
+    """Each rank's pid and pid namespace, as it noted them (a pid inside a sandbox is its
+    namespace's: two hosts' sandboxes may reuse one)."""
+    found = []
+    for path in notes.glob(f"{prefix}-*"):
+        if text := path.read_text():
+            pid, namespace = text.split(" ", 1)
+            found.append((int(pid), namespace))
+    return found
 
 
-def all_ranks_noted(notes: Path, prefix: str) -> list[int] | None:
+def all_ranks_noted(notes: Path, prefix: str) -> list[tuple[int, str]] | None:
     pids = noted_pids(notes, prefix)
     return pids if len(pids) == WORLD_SIZE else None
 
@@ -222,7 +230,7 @@ def test_an_evaluator_killed_mid_evaluation_is_recovered_with_one_result_per_pro
     assert done.status == Submission.Status.DONE, done.reason
     assert results_by_problem(done) == {"all-gather": ["passed"], "all-reduce": ["passed"]}
     # host-a's ranks died with it (each asked the kernel to kill it when its parent dies).
-    wait_for(lambda: not any(pid_running(p) for p in pids), 10, "host-a's ranks to be gone")
+    wait_for(lambda: not any(noted_pid_running(*p) for p in pids), 10, "host-a's ranks to be gone")
     # Recovered: host-b took the attempt that was judged, by the sweeper's requeue (heartbeat
     # + stuck + sweep = 6 s here) or by Redis handing the message out again (visibility +
     # restore check = 9 s), whichever came first; host-b's own start-up counts too.
@@ -323,7 +331,7 @@ def test_a_cancel_during_an_evaluation_stops_its_ranks_within_ten_seconds(
     pids = wait_for(
         lambda: all_ranks_noted(notes, "sleeping"), 120, "the ranks to be running", site.logs
     )
-    assert all(pid_running(pid) for pid in pids)
+    assert all(noted_pid_running(*pid) for pid in pids)
     # Meanwhile the host keeps its message's visibility deadline fresh (and sends
     # heartbeats), so the short visibility timeout never hands a running task out again.
     broker, since = own_redis.client(), time.time()
@@ -340,7 +348,9 @@ def test_a_cancel_during_an_evaluation_stops_its_ranks_within_ten_seconds(
     )
 
     assert submission_cancel(submission=Submission.objects.get(pk=submission.pk))
-    wait_for(lambda: not any(pid_running(p) for p in pids), 10, "the ranks to be gone", site.logs)
+    wait_for(
+        lambda: not any(noted_pid_running(*p) for p in pids), 10, "the ranks to be gone", site.logs
+    )
     # The host stopped without a result, and is free for the next submission.
     wait_for(lambda: "stopped: cancelled" in site.log("evaluator"), 10, "the host to stop")
     after = Submission.objects.get(pk=submission.pk)

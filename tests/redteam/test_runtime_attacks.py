@@ -26,11 +26,10 @@ from evaluator.host.sandbox import Limits
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.processes import pid_running
 from evaluator.judge.rank_pool import RankPool
 from problems.registry import all_problems
 from tests.evaluator.archives import make_zip
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import noted_pid_running, reachable_folder
 from tests.redteam import attacks
 
 TIMEOUT_S = 20
@@ -74,7 +73,9 @@ def worker_env():
     """The worker's environment holds secrets that bundle code must never see; its seed
     secret comes from a root-only file, as on a GPU host."""
     saved = dict(os.environ)
-    fd, secret_file = tempfile.mkstemp(prefix=attacks.SECRET_PREFIX.rsplit("/", 1)[1], dir="/tmp")
+    folder, prefix = attacks.SECRET_PREFIX.rsplit("/", 1)
+    os.makedirs(folder, exist_ok=True)
+    fd, secret_file = tempfile.mkstemp(prefix=prefix, dir=folder)
     os.write(fd, attacks.CANARY.encode())
     os.close(fd)  # mkstemp made it 0600
     os.environ["PKB_SEED_SECRET_FILE"] = secret_file
@@ -277,6 +278,11 @@ def test_judge_memory_is_not_readable(evaluated, judge_pids):
     assert r.status == ProblemStatus.RUNTIME_ERROR
     assert "memory probe done" in r.message, text(r)
     read = [int(p) for p in re.findall(r"\d+", r.message.split("processes:")[1])]
+    if evaluated[1]["sandbox"] == "bubblewrap":
+        # Its pid namespace holds bwrap's init and holder and the candidate's own ranks:
+        # no judge to read (pids there are the namespace's, not comparable to the host's).
+        assert len(read) <= 2 + 2 * 2, read
+        return
     assert judge_pids and not set(read) & set(judge_pids)
 
 
@@ -302,7 +308,8 @@ def test_bundle_code_cannot_write_into_the_repository(evaluated, repository_hash
     r = result(evaluated, "write-repository")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
     assert "all_reduce.py: PermissionError" in r.message, text(r)
-    assert "pkb_redteam_planted.py: PermissionError" in r.message, text(r)
+    # Refused by the file's permissions, or first by the sandbox's read-only host files.
+    assert re.search(r"pkb_redteam_planted.py: (PermissionError|OSError)", r.message), text(r)
     assert hashlib.sha256(ALL_REDUCE.read_bytes()).hexdigest() == repository_hash
     assert not PLANTED.exists()
 
@@ -320,6 +327,9 @@ def test_bundle_code_cannot_kill_the_worker_or_the_judges(evaluated, judge_pids)
     r = result(evaluated, "kill-worker")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
     assert "kill probe done; killed []" in r.message, text(r)
+    if evaluated[1]["sandbox"] == "bubblewrap":  # its own pid namespace: none of them in view
+        assert "no process outside in sight" in r.message, text(r)
+        return
     refused = int(r.message.split("refused ")[1].split(")")[0].split()[0])
     assert refused >= 2 + 2  # the worker, pid 1, the two judges (and the jail's holder)
     assert evaluated[1]["candidate_user"] == "nobody"
@@ -335,7 +345,8 @@ def test_a_log_flood_stops_at_the_file_size_limit(evaluated):
     r = result(evaluated, "log-flood")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
     scratch = evaluated[2]
-    assert all(p.stat().st_size <= LOG_CAP for p in (scratch / "logs").iterdir())
+    sizes = {p.name: p.stat().st_size for p in (scratch / "logs").iterdir()}
+    assert not {name: size for name, size in sizes.items() if size > LOG_CAP}
     assert len(r.to_json()["log"]) <= 17 * 1024
 
 
@@ -355,7 +366,7 @@ def test_a_detached_daemon_is_killed(evaluated):
     assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
     daemons = [int(p) for p in (evaluated[2] / "tmp" / "daemon-pids").read_text().split()]
     assert len(daemons) == 2  # one per rank
-    assert [pid for pid in daemons if pid_running(pid)] == []
+    assert [pid for pid in daemons if noted_pid_running(pid)] == []
 
 
 def test_files_left_in_shared_folders_are_removed(evaluated, litter_before):

@@ -5,7 +5,8 @@ on two gloo ranks, each attack followed by an honest solution judged right after
   folder the sandbox replaces), one in /run, one in /tmp, and PostgreSQL's where it has
   one: none accepts a connection, and the test's listeners see none;
 - the sibling rank: ptrace and process_vm_readv refused;
-- processes: only the candidate's own are visible, none of the host's or the judges'.
+- processes: only the candidate's own are visible, none of the host's or the judges';
+- memory: the evaluation's processes together stay under its cap (a cgroup).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evaluator.contract import ProblemResult, ProblemStatus
+from evaluator.host import cgroups
 from evaluator.host.settings import load_settings
 from tests.evaluator.judging import judge_files
 from tests.redteam import attacks
@@ -86,6 +89,21 @@ def solution(x):
     raise RuntimeError(f"ptrace probe done: siblings {len(siblings)}: {outcomes}")
 """
 
+# Each rank holds 700 MiB (touched, so resident): under the per-process cap, over the
+# evaluation's together with what two ranks of PyTorch hold anyway.
+HOARD = """
+import time
+import torch
+import torch.distributed as dist
+
+def solution(x):
+    hoard = torch.ones(700 * 2**20, dtype=torch.uint8)
+    dist.barrier()
+    time.sleep(1)
+    raise RuntimeError(f"memory probe done: held {hoard.numel() >> 20} MiB")
+"""
+CAP_MB = 1200
+
 PROCESSES = """
 import os
 
@@ -150,7 +168,7 @@ def listeners() -> Iterator[list[Listener]]:
         os.rmdir(folder)
 
 
-def _judged(files: dict[str, str]) -> dict[str, ProblemResult]:
+def _judged(files: dict[str, str], **overrides: Any) -> dict[str, ProblemResult]:
     catalog = {slug: attacks.problem(slug) for slug in (Path(f).stem for f in files)}
     settings = dataclasses.replace(
         load_settings({"PKB_SEED_SECRET": "walls-secret-0123456789"}),
@@ -160,6 +178,7 @@ def _judged(files: dict[str, str]) -> dict[str, ProblemResult]:
         rounds=1,
         max_rounds=None,
         problem_timeout_s=60,
+        **overrides,
     )
     results = judge_files(files, catalog, settings, "walls")
     for slug, r in results.items():
@@ -194,9 +213,20 @@ def test_the_sibling_rank_cannot_be_traced_or_read_and_no_other_process_is_visib
     assert traced.message.count("Operation not permitted") == 3, traced.message
     seen = results["rt-processes"]
     assert "process probe done" in seen.message, seen.message
-    listed = eval(seen.message.split("processes: ", 1)[1])  # noqa: S307 - our own repr
+    listing = seen.message.split("processes: ", 1)[1]
+    listed = eval(listing[: listing.rindex("]") + 1])  # noqa: S307 - our own repr
     # The sandbox's init and holder, and the two ranks with their launchers' children:
     # all the candidate user's; no judge, no reference runner, nothing of the host.
     candidate = load_settings({}).candidate_user
     assert candidate is not None
     assert len(listed) <= 6 and {uid for _, _, uid in listed} == {candidate.uid}, listed
+
+
+def test_the_ranks_together_stay_under_the_evaluations_memory_cap():
+    files = {"rt-hoard.py": HOARD, "rt-after-hoard.py": attacks.HONEST}
+    r = _judged(files, evaluation_memory_bytes=CAP_MB << 20)["rt-hoard"]
+    assert r.status == ProblemStatus.RUNTIME_ERROR, r.message
+    assert "killed by SIGKILL" in r.message and "memory probe done" not in r.message, r.message
+    # The evaluation's cgroup went with it.
+    base = cgroups._v2_base() or cgroups._v1_base()
+    assert base is not None and not list(base.glob("pkb-eval-*"))

@@ -1,0 +1,148 @@
+"""A memory cap per evaluation: one cgroup holding every process that runs its bundle code.
+
+RLIMIT_AS caps one process's address space (and only on CPU hosts: CUDA reserves terabytes
+of it); ranks, their children and the compile pass together could still take the host's
+memory. The kernel's memory controller caps their sum: past PKB_EVALUATION_MEMORY_MB its
+OOM killer ends a process of the evaluation (a runtime error, "killed by SIGKILL"), never
+one of the host's. The launcher of each candidate process moves itself into the cgroup
+before it drops root (`bubblewrap.py enter`), so whatever it starts is charged there.
+
+cgroup v2 (a unified hierarchy with the memory controller) or v1 (a `memory` hierarchy),
+whichever holds this process. On v2 the controller is enabled for our cgroup's children,
+which the kernel allows only in a cgroup without processes of its own: the worker first
+moves itself into a leaf, `pkb-worker` (systemd: the unit needs `Delegate=yes`). Where
+neither works (no root, a read-only cgroup file system) evaluations run without the cap,
+and the worker says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT = Path("/sys/fs/cgroup")
+CLOSE_TIMEOUT_S = 5.0
+EVALUATION_MEMORY_SHARE = 0.75  # of the host's memory: the rest is the worker's and the OS's
+
+
+def host_memory_mb(meminfo: str = "/proc/meminfo") -> int:
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class CgroupError(RuntimeError):
+    pass
+
+
+def _own_groups() -> dict[str, str]:
+    return _parse(Path("/proc/self/cgroup"))
+
+
+def _parse(table: Path) -> dict[str, str]:
+    """A process's cgroup per hierarchy: "" for v2's, "memory" for v1's memory one."""
+    found = {}
+    for line in table.read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            found[name] = path
+    return found
+
+
+def _v2_base() -> Path | None:
+    path = _own_groups().get("")
+    if path is None or not (ROOT / "cgroup.controllers").is_file():
+        return None
+    base = ROOT / path.lstrip("/")
+    return base if "memory" in (ROOT / "cgroup.controllers").read_text().split() else None
+
+
+def _v1_base() -> Path | None:
+    path = _own_groups().get("memory")
+    mount = ROOT / "memory"
+    return mount / path.lstrip("/") if path is not None and mount.is_dir() else None
+
+
+def _enable_v2(base: Path) -> None:
+    """The memory controller for `base`'s children; our processes moved to a leaf first."""
+    if "memory" in (base / "cgroup.subtree_control").read_text().split():
+        return
+    leaf = base / "pkb-worker"
+    leaf.mkdir(exist_ok=True)
+    for pid in (base / "cgroup.procs").read_text().split():
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            (leaf / "cgroup.procs").write_text(pid)
+    (base / "cgroup.subtree_control").write_text("+memory")
+
+
+class EvaluationCgroup:
+    """The cgroup of one evaluation; `procs` is the file a process writes its pid to."""
+
+    def __init__(self, path: Path, version: int) -> None:
+        self.path, self.version = path, version
+
+    @property
+    def procs(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    @classmethod
+    def create(cls, name: str, limit_bytes: int) -> EvaluationCgroup:
+        """Raises CgroupError where this host gives no memory cgroup to make."""
+        try:
+            if (base := _v2_base()) is not None:
+                _enable_v2(base)
+                group = cls(base / name, 2)
+                group.path.mkdir()
+                (group.path / "memory.max").write_text(str(limit_bytes))
+                with contextlib.suppress(OSError):  # absent without swap accounting
+                    (group.path / "memory.swap.max").write_text("0")
+                return group
+            if (base := _v1_base()) is not None:
+                group = cls(base / name, 1)
+                group.path.mkdir()
+                (group.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+                with contextlib.suppress(OSError):  # absent without swap accounting
+                    (group.path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+                return group
+        except OSError as exc:
+            raise CgroupError(f"no memory cgroup: {exc}") from exc
+        raise CgroupError("no memory controller holds this process")
+
+    def peak_bytes(self) -> int | None:
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            return int((self.path / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Removed once empty: the evaluation's processes are killed before this, and
+        the kernel takes a moment to let a dying process's charge go."""
+        end = time.monotonic() + CLOSE_TIMEOUT_S
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                if time.monotonic() > end:
+                    log.warning("cgroup %s not removed: %s", self.path, exc)
+                    return
+                time.sleep(0.05)
+
+
+def join(procs: str) -> None:
+    """Move the calling process into the cgroup whose cgroup.procs is `procs` ("-": none).
+    The launcher calls this while still root; what it starts is charged there."""
+    if procs != "-":
+        Path(procs).write_text(str(os.getpid()))
