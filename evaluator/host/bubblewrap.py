@@ -127,9 +127,11 @@ def mount_args(scratch: Path, private: Path, shared: Iterable[Path] = ()) -> lis
     args += ["--bind", str(scratch), str(scratch)]
     for extra in shared:
         args += ["--bind", str(extra), str(extra)]
-    covered = PRIVATE + EMPTIED + ("/proc", "/dev")
+    # Every host socket bundle code could see: outside the replaced folders, or inside
+    # one where a kept path shows it again (a checkout in /tmp).
+    covered, kept = PRIVATE + EMPTIED + ("/proc", "/dev"), kept_paths()
     for sock in {os.path.realpath(path) for path in host_sockets()}:
-        if not _under(sock, covered) and not _under(sock, [str(scratch), *map(str, shared)]):
+        if not _under(sock, covered) or _under(sock, kept):
             args += ["--ro-bind-try", "/dev/null", sock]
     return args
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
 CLOSE_TIMEOUT_S = 5.0
+STALE_S = 3600
 EVALUATION_MEMORY_SHARE = 0.75  # of the host's memory: the rest is the worker's and the OS's
 
 
@@ -72,6 +73,15 @@ def _v1_base() -> Path | None:
     return mount / path.lstrip("/") if path is not None and mount.is_dir() else None
 
 
+def _remove_stale(base: Path) -> None:
+    """Empty evaluation cgroups a killed worker left (an hour old: a live one is never
+    empty that long). rmdir refuses any with a process in it."""
+    for group in base.glob("pkb-eval-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - group.stat().st_mtime > STALE_S:
+                group.rmdir()
+
+
 def _enable_v2(base: Path) -> None:
     """The memory controller for `base`'s children; our processes moved to a leaf first."""
     if "memory" in (base / "cgroup.subtree_control").read_text().split():
@@ -100,6 +110,7 @@ class EvaluationCgroup:
         try:
             if (base := _v2_base()) is not None:
                 _enable_v2(base)
+                _remove_stale(base)
                 group = cls(base / name, 2)
                 group.path.mkdir()
                 (group.path / "memory.max").write_text(str(limit_bytes))
@@ -107,6 +118,7 @@ class EvaluationCgroup:
                     (group.path / "memory.swap.max").write_text("0")
                 return group
             if (base := _v1_base()) is not None:
+                _remove_stale(base)
                 group = cls(base / name, 1)
                 group.path.mkdir()
                 (group.path / "memory.limit_in_bytes").write_text(str(limit_bytes))

@@ -131,6 +131,7 @@ def cluster(broker_url, tmp_path, shared_tmp) -> Iterator[dict]:
         slot = slots[index]
         worker_env = env | slot.env()
         worker_env.pop("PKB_CANDIDATE_USER")  # the suite's default user, as make run has
+        worker_env["PKB_SANDBOX_SHARED"] = str(shared_tmp)  # the gate, through the sandbox
         logs[slot.name] = tmp_path / f"{slot.name}.log"
         proc = _start([str(BIN / "pkb-worker")], worker_env, logs[slot.name])
         procs.append(proc)
