@@ -195,8 +195,30 @@ class Sandbox:
             holder.wait()
             raise RuntimeError(f"bwrap did not start: {(first + rest)[-500:]}")
         inner = inner_pid(holder.pid)
-        executable = launcher(folder, inner, uid, gid, cgroup)
-        return cls(holder, str(executable), private, inner)
+        box = cls(holder, str(launcher(folder, inner, uid, gid, cgroup)), private, inner)
+        try:
+            box.run_inside("import os; print(os.getuid())", expect=str(uid))
+        except RuntimeError:
+            box.close()
+            raise
+        return box
+
+    def run_inside(self, code: str, *, expect: str, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Python `code` run through the launcher must print `expect`: a launcher that
+        cannot enter (no libseccomp, a kernel refusing a namespace) fails here, once,
+        not in every rank of every evaluation. RuntimeError, saying why, otherwise."""
+        try:
+            done = subprocess.run(
+                [self.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise RuntimeError(f"the sandbox's launcher cannot run: {exc}") from exc
+        if done.returncode != 0 or done.stdout.strip() != expect:
+            raise RuntimeError(f"inside the sandbox: {(done.stderr or done.stdout)[-500:]}")
 
     def kill_strays(self, keep: Iterable[int]) -> list[int]:
         """SIGKILL every process inside but bwrap's own and `keep` (host pids): what

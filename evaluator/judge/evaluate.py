@@ -8,6 +8,7 @@ this process: judges get derived trial seeds only, runners none (docs/architectu
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
@@ -38,6 +39,7 @@ from problems.registry import all_problems
 from problems.spec import Problem
 
 log = logging.getLogger(__name__)
+CUDA_CHECK_TIMEOUT_S = 180  # a first CUDA context, and torch's import
 
 # The host's peer bandwidth (GB/s) by (profile, world size), measured once per process.
 PEER_BANDWIDTH: dict[tuple[str, int], dict[str, float]] = {}
@@ -223,12 +225,30 @@ def check_sandbox(settings: Settings) -> bool:
         jail, _ = start_sandbox(Path(folder) / "sandbox", settings)
         if jail is None:
             return False
-        jail.close()
+        try:
+            if isinstance(jail, bubblewrap.Sandbox) and glob.glob("/dev/nvidia[0-9]*"):
+                check_cuda_inside(jail)
+        finally:
+            jail.close()
     if isinstance(jail, bubblewrap.Sandbox):
         log.info("bundle code runs in a bubblewrap sandbox (evaluator/host/bubblewrap.py)")
     else:
         log.info("bundle code runs in a network namespace of its own (loopback only)")
     return True
+
+
+def check_cuda_inside(box: bubblewrap.Sandbox) -> None:
+    """A GPU host's sandbox must give bundle code its GPUs: a worker whose candidates would
+    all fail stops at start instead, saying what to do."""
+    code = "import torch; torch.zeros(1, device='cuda').sum().item(); print('cuda ok')"
+    try:
+        box.run_inside(code, expect="cuda ok", timeout_s=CUDA_CHECK_TIMEOUT_S)
+    except RuntimeError as exc:
+        raise sandbox.SandboxError(
+            f"CUDA does not work in the bubblewrap sandbox ({exc}); set PKB_SANDBOX=namespaces "
+            "to run bundle code in the network jail alone (docs/security.md)"
+        ) from exc
+    log.info("CUDA works in the bubblewrap sandbox")
 
 
 def check_identity(settings: Settings) -> None:
