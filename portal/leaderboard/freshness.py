@@ -234,6 +234,8 @@ class _Watcher:
                 if self.stop.is_set():
                     return
                 self.dirty.clear()
+                if not settings.PKB_LEADERBOARD_REBUILD_ON_CHANGE:
+                    continue  # turned off since it started (tests switch it per test)
                 try:
                     _rebuild_recent()
                 except Exception:
