@@ -9,12 +9,19 @@ from typing import Any
 
 from evaluator.contract import ProblemResult
 from evaluator.host.profiles import get_profile
-from evaluator.host.settings import Settings
+from evaluator.host.settings import Settings, load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
 from problems.spec import Problem
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import reachable_folder
+
+
+def small_settings(secret: str, **changes: Any) -> Settings:
+    """Settings of a small CPU evaluation for tests: one correctness trial and exactly the
+    pairs asked, with `changes` (warm-up, calls, pairs, deadline...) on top."""
+    base = load_settings({"PKB_SEED_SECRET": secret})
+    return dataclasses.replace(base, trials=1, max_rounds=None, **changes)
 
 
 def judge_files(

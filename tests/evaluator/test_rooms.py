@@ -9,8 +9,7 @@ import dataclasses
 import torch
 
 from evaluator.contract import ProblemStatus
-from evaluator.host.settings import load_settings
-from tests.evaluator.judging import judge_files
+from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
 REPEATS = 1024  # 256 float32 elements in, 1 MiB out: sixteen times the smallest room
@@ -28,13 +27,11 @@ def solution(x):
 
 def test_rooms_grow_to_outputs_larger_than_the_first_room():
     problem = dataclasses.replace(attacks.problem("rt-grows"), reference=repeated)
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "rooms-secret-0123456789"}),
-        trials=1,
+    settings = small_settings(
+        "rooms-secret-0123456789",
         warmup=1,
         iters=4,
         rounds=2,
-        max_rounds=None,
         timed_checks=4,
         problem_timeout_s=30,
     )

@@ -7,11 +7,8 @@ the 4-6x such hogs gave before."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from evaluator.contract import ProblemStatus
-from evaluator.host.settings import load_settings
-from tests.evaluator.judging import judge_files
+from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
 HOGS = 2  # per rank: with two ranks, more than the machine's two cores
@@ -53,16 +50,14 @@ def solution(x):
 
 def test_a_hog_that_spins_while_the_reference_is_timed_gains_nothing():
     catalog = {slug: attacks.problem(slug) for slug in ("rt-honest", "rt-hogging")}
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "hog-secret-0123456789"}),
-        trials=1,
+    settings = small_settings(
+        "hog-secret-0123456789",
         warmup=2,
         # 12 pairs of 10 calls: with 6, one CI run read the honest code itself at 1.38x
         # and the hogs at 2.67x (single pairs range 0.3-4x on two shared cores), where 7
         # runs here read both below 1.0.
         iters=120,
         rounds=12,
-        max_rounds=None,
         problem_timeout_s=60,
     )
     files = {"rt-honest.py": attacks.HONEST, "rt-hogging.py": HOGGING}

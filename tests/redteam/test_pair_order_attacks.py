@@ -12,13 +12,10 @@ an honest solution must pass right after it on the same worker.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from evaluator.contract import ProblemStatus
-from evaluator.host.settings import load_settings
-from tests.evaluator.judging import judge_files
+from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
 # Settings below: 1 trial call, then pairs of a 2-call warm-up and a 3-call timed round.
@@ -63,13 +60,11 @@ def judged():
         files[f"po-{name}.py"] = TEMPLATE.format(honest_calls=HONEST_CALLS, hostile=hostile)
         files[f"po-after-{name}.py"] = attacks.HONEST
     catalog = {path[:-3]: attacks.problem(path[:-3]) for path in files}
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "pair-order-secret-0123456789"}),
-        trials=1,
+    settings = small_settings(
+        "pair-order-secret-0123456789",
         warmup=2,
         iters=6,
         rounds=2,
-        max_rounds=None,
         timed_checks=6,  # every timed call is checked
         problem_timeout_s=30,
     )

@@ -11,7 +11,6 @@ on two gloo ranks, each attack followed by an honest solution judged right after
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import tempfile
@@ -25,7 +24,7 @@ import pytest
 from evaluator.contract import ProblemResult, ProblemStatus
 from evaluator.host import cgroups
 from evaluator.host.settings import load_settings
-from tests.evaluator.judging import judge_files
+from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,13 +169,11 @@ def listeners() -> Iterator[list[Listener]]:
 
 def _judged(files: dict[str, str], **overrides: Any) -> dict[str, ProblemResult]:
     catalog = {slug: attacks.problem(slug) for slug in (Path(f).stem for f in files)}
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "walls-secret-0123456789"}),
-        trials=1,
+    settings = small_settings(
+        "walls-secret-0123456789",
         warmup=1,
         iters=8,
         rounds=1,
-        max_rounds=None,
         problem_timeout_s=60,
         **overrides,
     )
