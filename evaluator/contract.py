@@ -14,8 +14,10 @@ one, so messages of an abandoned attempt are recognised and dropped.
 from __future__ import annotations
 
 import base64
+import binascii
 import enum
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -32,6 +34,24 @@ LOG_CAP_BYTES = 16 * 1024
 
 class ContractError(ValueError):
     """A message that does not follow the contract."""
+
+
+class Mode(enum.StrEnum):
+    """What a submission asks of the host; only RANKED results count on any board."""
+
+    TEST = "test"  # dev cases, correctness only, no timing rounds
+    BENCHMARK = "benchmark"  # the full judging, shown to the team only
+    RANKED = "ranked"  # the full judging, ranked (the default; all a host knew before)
+    PROFILE = "profile"  # the judging of one case, with per-rank profiles as artifacts
+
+
+# A host's artifacts (profile traces and tables) travel in the finished message: each is
+# cut to ARTIFACT_CAP_BYTES by its maker (saying so in `truncated`), and a message whose
+# artifacts together exceed ARTIFACTS_CAP_BYTES is refused whole.
+ARTIFACT_CAP_BYTES = 8 * 1024 * 1024
+ARTIFACTS_CAP_BYTES = 24 * 1024 * 1024
+ARTIFACT_MEDIA_TYPES = ("application/json", "text/csv", "text/plain", "text/markdown")
+_ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class ProblemStatus(enum.StrEnum):
@@ -104,6 +124,9 @@ class EvaluationRequest:
     bundle_sha256: str
     problems: list[str]
     version: int = CONTRACT_VERSION
+    # Optional fields of version 1: a request without them is a ranked run.
+    mode: str = Mode.RANKED.value
+    profile_case: str = ""  # PROFILE: the case to profile ("" = the host picks)
 
     @classmethod
     def build(
@@ -115,6 +138,8 @@ class EvaluationRequest:
         bundle_name: str,
         bundle: bytes,
         problems: list[str],
+        mode: Mode = Mode.RANKED,
+        profile_case: str = "",
     ) -> EvaluationRequest:
         return cls(
             evaluation_id=evaluation_id,
@@ -124,6 +149,8 @@ class EvaluationRequest:
             bundle_b64=base64.b64encode(bundle).decode("ascii"),
             bundle_sha256=hashlib.sha256(bundle).hexdigest(),
             problems=list(problems),
+            mode=Mode(mode).value,
+            profile_case=profile_case,
         )
 
     def bundle(self) -> bytes:
@@ -147,9 +174,90 @@ class EvaluationRequest:
                 bundle_b64=str(data["bundle_b64"]),
                 bundle_sha256=str(data["bundle_sha256"]),
                 problems=[str(s) for s in data["problems"]],
+                mode=Mode(str(data.get("mode", Mode.RANKED.value))).value,
+                profile_case=str(data.get("profile_case", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ContractError(f"evaluation request: bad field: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file a host made for the team (a profile's trace or table), not a score.
+
+    Its bytes come from code that ran beside bundle code (a profiler in the candidate's
+    runner), so the portal stores them as opaque downloads for the team alone and trusts
+    nothing in them: name, media type and size are checked here before anything is kept."""
+
+    name: str  # a plain file name: letters, digits, '.', '_', '-'
+    media_type: str  # one of ARTIFACT_MEDIA_TYPES
+    data_b64: str
+    truncated: bool = False  # cut to ARTIFACT_CAP_BYTES by its maker
+    note: str = ""  # one line for the page ("rank 0, case n=65536, 10 calls")
+
+    @classmethod
+    def build(
+        cls, *, name: str, media_type: str, data: bytes, truncated: bool = False, note: str = ""
+    ) -> Artifact:
+        if len(data) > ARTIFACT_CAP_BYTES:
+            data, truncated = data[:ARTIFACT_CAP_BYTES], True
+        artifact = cls(
+            name=name,
+            media_type=media_type,
+            data_b64=base64.b64encode(data).decode("ascii"),
+            truncated=truncated,
+            note=printable(note)[:300],
+        )
+        artifact.check()
+        return artifact
+
+    def data(self) -> bytes:
+        try:
+            return base64.b64decode(self.data_b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ContractError(f"artifact {self.name!r}: bad base64") from exc
+
+    def check(self) -> None:
+        if not _ARTIFACT_NAME.fullmatch(self.name) or ".." in self.name:
+            raise ContractError(f"artifact name {self.name[:120]!r} is not a plain file name")
+        if self.media_type not in ARTIFACT_MEDIA_TYPES:
+            raise ContractError(f"artifact {self.name!r}: media type {self.media_type!r}")
+        if len(self.data_b64) > (ARTIFACT_CAP_BYTES + 2) // 3 * 4:
+            raise ContractError(f"artifact {self.name!r} is over {ARTIFACT_CAP_BYTES} bytes")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Artifact:
+        try:
+            values = _known(cls, data)
+            artifact = cls(
+                name=str(values["name"]),
+                media_type=str(values["media_type"]),
+                data_b64=str(values["data_b64"]),
+                truncated=bool(values.get("truncated", False)),
+                note=printable(str(values.get("note", "")))[:300],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ContractError(f"artifact: bad field: {exc}") from exc
+        artifact.check()
+        return artifact
+
+
+def read_artifacts(data: Any) -> list[Artifact]:
+    """A finished message's "artifacts" (absent: none), checked, or ContractError."""
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ContractError("artifacts: expected a list")
+    artifacts = [Artifact.from_json(item) for item in data]
+    names = [a.name for a in artifacts]
+    if len(set(names)) != len(names):
+        raise ContractError("artifacts: two with one name")
+    if sum(len(a.data_b64) * 3 // 4 for a in artifacts) > ARTIFACTS_CAP_BYTES:
+        raise ContractError(f"artifacts: over {ARTIFACTS_CAP_BYTES} bytes together")
+    return artifacts
 
 
 @dataclass
@@ -282,8 +390,10 @@ def finished_message(
     reason: str = "",
     results: list[ProblemResult] | None = None,
     environment: dict[str, Any] | None = None,
+    artifacts: list[Artifact] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """ "artifacts" is an optional field of version 1 (read with `read_artifacts`)."""
+    message: dict[str, Any] = {
         "version": CONTRACT_VERSION,
         "evaluation_id": evaluation_id,
         "outcome": str(outcome),
@@ -291,6 +401,9 @@ def finished_message(
         "results": [r.to_json() for r in results or []],
         "environment": environment or {},
     }
+    if artifacts:
+        message["artifacts"] = [a.to_json() for a in artifacts]
+    return message
 
 
 def read_message(data: Any, kind: str, required: tuple[str, ...]) -> dict[str, Any]:

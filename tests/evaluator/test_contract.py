@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator import contract
 from evaluator.contract import CaseResult, ContractError, ProblemResult, ProblemStatus, ResultFlag
 
 
@@ -85,3 +86,52 @@ def test_messages_and_logs_leave_as_plain_text():
     for text in (data["message"], data["log"]):
         assert "\x1b" not in text and "\x07" not in text and "\r" not in text
         assert "\x9b" not in text and "boom\n\tat line 3" in text
+
+
+def test_a_request_without_a_mode_is_a_ranked_run():
+    request = contract.EvaluationRequest.build(
+        evaluation_id="e",
+        submission_id=1,
+        profile="cpu",
+        bundle_name="b.zip",
+        bundle=b"zip",
+        problems=["all-reduce"],
+        mode=contract.Mode.PROFILE,
+        profile_case="n=64",
+    )
+    data = request.to_json()
+    again = contract.EvaluationRequest.from_json(data)
+    assert (again.mode, again.profile_case) == ("profile", "n=64")
+    del data["mode"], data["profile_case"]
+    assert contract.EvaluationRequest.from_json(data).mode == contract.Mode.RANKED
+    with pytest.raises(contract.ContractError, match="bad field"):
+        contract.EvaluationRequest.from_json({**data, "mode": "free"})
+
+
+def test_artifacts_are_checked_before_anything_keeps_them():
+    trace = contract.Artifact.build(
+        name="rank0.trace.json", media_type="application/json", data=b"{}", note="rank 0\x1b[2J"
+    )
+    message = contract.finished_message(
+        evaluation_id="e", outcome=contract.EvaluationOutcome.DONE, artifacts=[trace]
+    )
+    (back,) = contract.read_artifacts(message["artifacts"])
+    assert back.data() == b"{}" and "\x1b" not in back.note
+    assert contract.read_artifacts(None) == []
+    good = trace.to_json()
+    for bad, words in [
+        ({**good, "name": "../../etc/passwd"}, "plain file name"),
+        ({**good, "name": ".hidden"}, "plain file name"),
+        ({**good, "media_type": "text/html"}, "media type"),
+        ({**good, "data_b64": "A" * (contract.ARTIFACT_CAP_BYTES * 2)}, "over"),
+    ]:
+        with pytest.raises(contract.ContractError, match=words):
+            contract.read_artifacts([bad])
+    with pytest.raises(contract.ContractError, match="one name"):
+        contract.read_artifacts([good, good])
+    with pytest.raises(contract.ContractError, match="bad base64"):
+        contract.Artifact.from_json({**good, "data_b64": "!!"}).data()
+    big = contract.Artifact.build(
+        name="big.txt", media_type="text/plain", data=b"x" * (contract.ARTIFACT_CAP_BYTES + 5)
+    )
+    assert big.truncated and len(big.data()) == contract.ARTIFACT_CAP_BYTES
