@@ -126,7 +126,8 @@ class RankPools:
         # Root's, not the candidates': they write only the files made for them here.
         self.logs.mkdir(exist_ok=True, mode=0o755)
         # Candidates start through the sandbox launcher (spawn, a fresh interpreter); the
-        # trusted ranks fork from a server that imported torch once (judge/preload.py).
+        # judges (and on CPU hosts the reference's runners) fork from a server that
+        # imported torch once (judge/preload.py).
         self.ctx = multiprocessing.get_context("spawn")
         self.trusted_ctx = _trusted_context()
         self.judge = RankPool("judge", world_size)
@@ -163,7 +164,9 @@ class RankPools:
                 trusted = self.trusted_ctx
                 self.judge.launch(trusted, judge_main, self._setups("judge", judges))
                 ends = [(r[1],) for r in to_references]
-                self.reference.launch(trusted, reference_main, self._setups("reference", ends))
+                self.reference.launch(
+                    self._reference_context(), reference_main, self._setups("reference", ends)
+                )
             else:
                 self._rewire_judges([c[0] for c in to_candidates])
             for rank in range(self.world_size):
@@ -187,6 +190,16 @@ class RankPools:
         self._tell_judges()
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
+
+    def _reference_context(self) -> Any:
+        """On GPUs the reference's runner starts as the candidate's does, a fresh
+        interpreter. Forked from the server that imported torch, it ran launch-bound calls
+        slower than the candidate's runner: the reference judged as the candidate read
+        1.04x at 64K on 2x H200, 1.02x with both spawned (the cause is not proven;
+        copy-on-write pages after the fork are the likely one;
+        docs/measurements/2026-11-26-reference-start-h200x2.md). CPU hosts keep the fork:
+        their readings are wider than that, and a spawn costs a torch import per rank."""
+        return self.ctx if self.backend == "nccl" else self.trusted_ctx
 
     def _setups(self, kind: str, peers: Sequence[tuple[Connection, ...]]) -> list[tuple[RankSetup]]:
         candidate = kind == "candidate"

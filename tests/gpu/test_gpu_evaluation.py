@@ -55,6 +55,8 @@ def _evaluate(files: dict[str, bytes] | Path, world_size: int, slugs=None, case_
         settings=settings,
         evaluation_id=str(uuid.uuid4()),
     )
+    # A GPU host whose sandbox fell back would judge these outside the walls it promises.
+    assert environment["sandbox"] == settings.sandbox, environment
     return {r.slug: r for r in results}, environment
 
 

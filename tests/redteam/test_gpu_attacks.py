@@ -131,19 +131,22 @@ def _judge(files: dict[str, str], env: dict[str, str], **settings: int) -> dict:
     """Each file's result, judged by the whole evaluator on this host's GPUs."""
     catalog = _catalog(files)
     bundle = read_bundle("gpu.zip", make_zip(files), known_slugs=catalog)
-    results, _ = evaluate_bundle(
+    chosen = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789", **env}),
+        trials=1,
+        warmup=2,
+        problem_timeout_s=120,
+        max_rounds=None,  # exactly `rounds` pairs: these tests are about verdicts
+        **settings,
+    )
+    results, environment = evaluate_bundle(
         bundle,
         slugs=list(catalog),
         profile=HardwareProfile("gpu-redteam", "test", "-", WORLD, backend="nccl", case_kind="dev"),
-        settings=dataclasses.replace(
-            load_settings({"PKB_SEED_SECRET": "gpu-redteam-secret-0123456789", **env}),
-            trials=1,
-            warmup=2,
-            problem_timeout_s=120,
-            max_rounds=None,  # exactly `rounds` pairs: these tests are about verdicts
-            **settings,
-        ),
+        settings=chosen,
         evaluation_id=str(uuid.uuid4()),
         problems=catalog,
     )
+    # The attacks must meet the walls the host promises, not the fallback's.
+    assert environment["sandbox"] == chosen.sandbox, environment
     return {r.slug: r for r in results}
