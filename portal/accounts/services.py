@@ -6,10 +6,34 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from portal.accounts.models import Membership, Team, new_invite_code
+from portal.accounts.notifications import email_changed_mail
+from portal.accounts.selectors import email_in_use
 
 
 class TeamError(Exception):
     """A team action that cannot be done; the message is meant for the user."""
+
+
+class AccountError(Exception):
+    """A change to one's account that cannot be made; the message is meant for the user."""
+
+
+EMAIL_IN_USE = "An account already uses this address."
+
+
+def user_change_email(*, user: User, email: str) -> None:
+    """Give the user another email, or none (""). The address they had, if another, is
+    told once the change is committed: the one way its owner learns of a change that was
+    not theirs (a mail to the new address would reach whoever made it)."""
+    email = User.objects.normalize_email(email.strip())
+    if email and email_in_use(email, other_than=user):
+        raise AccountError(EMAIL_IN_USE)
+    old_email = user.email
+    user.email = email
+    user.save(update_fields=["email"])
+    # Case alone changes no mailbox: nothing to tell.
+    if old_email and old_email.lower() != email.lower():
+        transaction.on_commit(lambda: email_changed_mail(user=user, old_email=old_email))
 
 
 def _unique_slug(name: str) -> str:

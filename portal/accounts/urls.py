@@ -8,6 +8,7 @@ app_name = "accounts"
 
 urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
+    path("account/", views.account, name="account"),
     path("team/", views.team, name="team"),
     path("team/create/", views.team_create_view, name="team-create"),
     path("team/join/", views.team_join_view, name="team-join"),

@@ -7,10 +7,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from portal.accounts.forms import SignupForm, TeamCreateForm, TeamJoinForm
+from portal.accounts.forms import EmailChangeForm, SignupForm, TeamCreateForm, TeamJoinForm
 from portal.accounts.models import Membership
 from portal.accounts.selectors import team_members, team_of
 from portal.accounts.services import (
+    AccountError,
     TeamError,
     team_create,
     team_join,
@@ -18,6 +19,7 @@ from portal.accounts.services import (
     team_regenerate_invite,
     team_remove_member,
     team_transfer_ownership,
+    user_change_email,
 )
 from portal.submissions.models import Submission
 from portal.submissions.selectors import team_submission_quota
@@ -34,6 +36,31 @@ def signup(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"Welcome, {user.get_username()}. Create or join a team.")
         return redirect("accounts:team")
     return render(request, "accounts/signup.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def account(request: HttpRequest) -> HttpResponse:
+    """Who the user is (username, email, team), and their email to add, change or remove."""
+    old_email = request.user.email
+    form = EmailChangeForm(request.user, request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        try:
+            user_change_email(user=request.user, email=form.cleaned_data["email"])
+        except AccountError as exc:
+            form.add_error("email", str(exc))
+        else:
+            messages.success(request, _email_changed_message(request.user.email, old_email))
+            return redirect("accounts:account")
+    context = {"form": form, "team": team_of(request.user)}
+    return render(request, "accounts/account.html", context, status=400 if form.is_bound else 200)
+
+
+def _email_changed_message(email: str, old_email: str) -> str:
+    said = f"Your email is now {email}." if email else "Your account has no email now."
+    if old_email and old_email.lower() != email.lower():
+        said += f" A note of the change went to {old_email}."
+    return said
 
 
 def _team_page(request: HttpRequest, *, create_form=None, join_form=None, status=200):

@@ -12,10 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.test import Client
 
 from tests.integration.conftest import broker_url, workers  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
+# The two widths every page is checked at: a laptop's (the `page` fixture) and a phone's.
+LAPTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 # Playwright's sync API runs an event loop in this thread; Django refuses database calls
 # from a thread with a running loop unless told that it is safe, which it is here: the
@@ -44,23 +49,64 @@ def browser() -> Iterator:
         chromium.close()
 
 
+def _page(browser, live_server, **options) -> Iterator:
+    context = browser.new_context(base_url=live_server.url, **options)
+    context.set_default_timeout(15_000)
+    yield context.new_page()
+    context.close()
+
+
 @pytest.fixture
 def page(browser, live_server) -> Iterator:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    yield page
-    context.close()
+    yield from _page(browser, live_server, viewport=LAPTOP)
+
+
+@pytest.fixture
+def phone(browser, live_server) -> Iterator:
+    yield from _page(browser, live_server, viewport=PHONE, is_mobile=True)
+
+
+def page_overflow(page) -> int:
+    """How far the page itself is wider than the window (a table may scroll in its box)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def within_width(page, locator) -> bool:
+    """Whether the element lies wholly inside the window's width (not cut off by it)."""
+    box = locator.bounding_box()
+    width = page.viewport_size["width"]
+    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+
+
+@pytest.fixture
+def sign_in(live_server):
+    """Starts a browser signed in as a user, with a session made on the server's side: the
+    journeys test the login form; other pages need not go through it each time."""
+
+    def sign(page, user) -> None:
+        client = Client()
+        client.force_login(user)
+        name = settings.SESSION_COOKIE_NAME
+        cookie = {"name": name, "value": client.cookies[name].value, "url": live_server.url}
+        page.context.add_cookies([cookie])
+
+    return sign
+
+
+def _screenshot(page, name: str, *, full_page: bool) -> None:
+    folder = os.environ.get("PKB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=full_page)
 
 
 @pytest.fixture
 def screenshot(page):
     """Saves a full-page screenshot under $PKB_SCREENSHOTS (docs/screenshots) when set."""
-    folder = os.environ.get("PKB_SCREENSHOTS")
+    return lambda name: _screenshot(page, name, full_page=True)
 
-    def take(name: str) -> None:
-        if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
-    return take
+@pytest.fixture
+def phone_screenshot(phone):
+    """As `screenshot`, of the phone's first screen (what a visitor sees before scrolling)."""
+    return lambda name: _screenshot(phone, name, full_page=False)

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from portal.problems.models import Category, Problem
 from portal.problems.services import problems_sync
+from tests.browser.conftest import PHONE, page_overflow
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture
-def phone(browser, live_server) -> Iterator:
-    context = browser.new_context(base_url=live_server.url, viewport=PHONE, is_mobile=True)
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 @pytest.fixture
@@ -41,25 +27,12 @@ def full_board(settings, tmp_path):
             ProblemResultFactory(submission=submission, problem=problem, speedup=1.2 + n / 10)
 
 
-def _phone_screenshot(phone, name: str) -> None:
-    """As the `screenshot` fixture, of the phone's page (that fixture takes the laptop's)."""
-    folder = os.environ.get("PKB_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        phone.screenshot(path=str(Path(folder) / f"{name}.png"))
-
-
-def _page_overflow(page) -> int:
-    """How far the page itself is wider than the window (a table may scroll in its box)."""
-    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-
-
 def test_at_1280_the_page_does_not_overflow_and_every_category_is_reachable(
     page, full_board, screenshot
 ):
     page.goto("/")
     page.locator("#leaderboard tbody tr.team-row").first.wait_for()
-    assert _page_overflow(page) <= 0
+    assert page_overflow(page) <= 0
     groups = page.locator("#leaderboard thead th.cat")
     assert groups.count() == len(Category)
     # The whole table fits its box: no category column is cut off or behind a scroll.
@@ -70,10 +43,12 @@ def test_at_1280_the_page_does_not_overflow_and_every_category_is_reachable(
     screenshot("leaderboard-1280")
 
 
-def test_on_a_phone_the_first_screen_shows_the_table_not_the_rules(phone, full_board):
+def test_on_a_phone_the_first_screen_shows_the_table_not_the_rules(
+    phone, full_board, phone_screenshot
+):
     phone.goto("/")
     phone.locator("#leaderboard tbody tr.team-row").first.wait_for()
-    assert _page_overflow(phone) <= 0
+    assert page_overflow(phone) <= 0
     # The table scrolls in its own box; its first columns are on the first screen.
     first_columns = ("th.rank", "th.team", "th.fast-1", "tr.team-row td.team", "td.fast-1")
     for selector in (f"#leaderboard {s}" for s in first_columns):
@@ -81,7 +56,7 @@ def test_on_a_phone_the_first_screen_shows_the_table_not_the_rules(phone, full_b
         assert box is not None, selector
         assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], selector
         assert box["y"] + box["height"] <= PHONE["height"], f"{selector} below the first screen"
-    _phone_screenshot(phone, "leaderboard-390")
+    phone_screenshot("leaderboard-390")
     link = phone.get_by_role("link", name="About scoring")
     assert link.is_visible()
     link.click()

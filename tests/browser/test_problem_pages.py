@@ -6,7 +6,7 @@ import pytest
 
 from portal.problems.services import problems_sync
 from problems import get_problem
-from tests.browser.test_layout import _page_overflow, phone  # noqa: F401 (fixture)
+from tests.browser.conftest import page_overflow
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -31,7 +31,7 @@ def test_the_list_shows_slugs_and_who_solved_what(page, catalog, screenshot):
     assert "1 team solved" in card.inner_text() and "best 1.70×" in card.inner_text()
     other = page.locator(".problem-card[data-slug='ep-dispatch']")
     assert "No team has solved it yet" in other.inner_text()
-    assert _page_overflow(page) <= 0
+    assert page_overflow(page) <= 0
     screenshot("problems")
 
 
@@ -67,10 +67,10 @@ def test_a_problem_page_shows_the_bench_tables_reference_times_and_bounds(page, 
     assert "GB/s" in page.locator("#reference-times h3[data-profile='h200x4']").inner_text()
 
 
-def test_on_a_phone_a_problem_page_does_not_overflow(phone, catalog):  # noqa: F811
+def test_on_a_phone_a_problem_page_does_not_overflow(phone, catalog):
     phone.goto("/problems/ep-dispatch/")
     phone.locator("#tolerances").wait_for()
-    assert _page_overflow(phone) <= 0
+    assert page_overflow(phone) <= 0
     phone.goto("/problems/")
     phone.locator(".problem-card").first.wait_for()
-    assert _page_overflow(phone) <= 0
+    assert page_overflow(phone) <= 0

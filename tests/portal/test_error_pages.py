@@ -28,7 +28,7 @@ def test_an_unknown_page_is_a_404_in_the_sites_layout(client, alice):
     body = response.content.decode()
     assert "Page not found" in body and "<code>/no-such-page/</code>" in body
     assert 'class="site-header"' in body and 'class="site-footer"' in body
-    assert ">alice</span>" in body  # the header knows who is signed in
+    assert ">alice</a>" in body  # the header knows who is signed in
     assert "Django tried these URL patterns" not in body
 
 
