@@ -99,4 +99,8 @@ def status_class(submission: object) -> str:
 def status_label(submission: object) -> str:
     if _none_passed(submission):
         return "Done: none passed"
+    # A running evaluation says what it does now: "Compiling" before anything is judged.
+    status, phase = getattr(submission, "status", ""), getattr(submission, "progress_phase", "")
+    if status == "running" and phase == "compiling":
+        return "Compiling"
     return submission.get_status_display()  # type: ignore[attr-defined]

@@ -60,6 +60,7 @@ def test_the_compile_pass_shows_as_compiling(client, alice, running):
     assert "compiling: each of the 3 solutions is imported once" in html
     assert "0 / 3" not in html
     assert '<span class="badge pending">compiling</span>' in row(html, "all-reduce")
+    assert ">Compiling</span>" in html  # the big badge too, not "Running"
 
 
 def test_each_row_fills_in_as_its_result_arrives(client, alice, running):
