@@ -13,7 +13,6 @@ a trace shows a case's inputs (shapes, sizes), and eval cases are hidden.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -118,7 +117,9 @@ def _trace_artifact(profiled: Profiled, rank: int, path: Path, cap: int) -> Arti
         profiled.notes[rank] = f"no trace: the profiler failed ({profiled.trace_errors[rank]})"
         return None
     try:
-        trace = traces.parse_trace(traces.read_trace(path))
+        raw = traces.read_trace(path)
+        path.unlink()  # read once: what it holds is in memory now
+        trace = traces.parse_trace(raw)
         profiled.summaries[rank] = traces.summarize(trace)
         data, dropped = traces.fit_trace(trace, cap, where)
     except traces.TraceError as exc:
@@ -128,8 +129,6 @@ def _trace_artifact(profiled: Profiled, rank: int, path: Path, cap: int) -> Arti
         log.exception("%s: rank %d's trace could not be summarised", profiled.slug, rank)
         profiled.notes[rank] = f"trace dropped: {type(exc).__name__}"
         return None
-    finally:
-        _remove(path)
     if not data:
         profiled.notes[rank] = f"trace dropped: not even its frame fits {cap} bytes"
         return None
@@ -139,13 +138,6 @@ def _trace_artifact(profiled: Profiled, rank: int, path: Path, cap: int) -> Arti
     return Artifact.build(
         name=name, media_type="application/json", data=data, truncated=bool(dropped), note=note
     )
-
-
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def within_budget(artifacts: list[Artifact]) -> list[Artifact]:
