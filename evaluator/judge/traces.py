@@ -218,7 +218,8 @@ class RankSummary:
 
 def summarize(trace: Trace) -> RankSummary:
     spans = [span for e in trace.events if e.get("ph") == "X" and (span := _span(e))]
-    calls = sum(1 for span in spans if span.name == ANNOTATION)
+    # The runner's marks on the CPU (on GPUs Kineto shows each again on the device).
+    calls = sum(1 for s in spans if s.name == ANNOTATION and s.category == "user_annotation")
     device = [span for span in spans if span.category in DEVICE_CATEGORIES]
     if device:
         durations = [(span.name, span.dur) for span in device]

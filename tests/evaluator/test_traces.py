@@ -60,9 +60,10 @@ def test_a_gpu_trace_is_summarised_by_kernel_device_time():
         event("cudaLaunchKernel", 9, 4, cat="cuda_runtime"),
         event("void c10d::symmetric_memory::one_shot_all_reduce_kernel", 300, 8, cat="kernel"),
         event("_my_allgather_kernel", 400, 6, cat="kernel"),
+        event("pkb.solution", 0, 100, cat="gpu_user_annotation"),  # the mark, on the device
     ]
     summary = traces.summarize(traces.parse_trace(encoded(events)))
-    assert summary.device
+    assert summary.device and summary.calls == 1
     assert [(r.name, r.calls) for r in summary.rows[:1]] == [
         ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2)
     ]

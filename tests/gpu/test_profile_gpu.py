@@ -86,8 +86,10 @@ def test_a_profile_run_shows_the_kernels_of_each_rank(example, slug, kernel):
         trace = json.loads(artifacts[f"{slug}.rank{rank}.trace.json"].data())
         kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
         assert kernels, f"rank {rank}: no CUDA activity in the trace"
-        assert sum(e.get("name") == "pkb.solution" for e in trace["traceEvents"]) == 10
+        marks = [e for e in trace["traceEvents"] if e.get("name") == "pkb.solution"]
+        assert sum(e.get("cat") == "user_annotation" for e in marks) == 10
         assert f"## Top kernels by device time, rank {rank}" in summary
+        assert f"| {rank} |" in summary and "| 10 | rank" in summary  # 10 calls marked
     assert kernel in summary, summary
     table = artifacts[f"{slug}.summary.csv"].data().decode()
     assert ",kernel," in table
