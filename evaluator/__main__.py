@@ -1,7 +1,10 @@
 """`python -m evaluator check BUNDLE`: judge a bundle on this machine, as a host would.
 
     python -m evaluator check BUNDLE [--world-size 2] [--profile cpu] [--cases dev] [--logs]
+                                     [--mode test|profile [--profile-case NAME] [--out DIR]]
         BUNDLE: a .zip, a .tar.gz, or a folder (zipped in memory first)
+        --mode test: the dev cases' correctness only; --mode profile: that, then one dev
+        case per problem profiled on every rank, its traces and summaries written to --out
     python -m evaluator worker              (the pkb-worker Celery worker)
 
 `check` exits 0 when every problem of the bundle passed, 1 when one did not, 2 when the
@@ -20,11 +23,12 @@ import uuid
 import zipfile
 from pathlib import Path
 
-from evaluator.contract import ProblemResult, ProblemStatus
+from evaluator.contract import Artifact, Mode, ProblemResult, ProblemStatus
 from evaluator.host.profiles import PROFILES, get_profile
 from evaluator.host.settings import SettingsError, load_settings
 from evaluator.intake.bundle import BundleError, read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.profiling import ProfileCaseError
 from problems.registry import all_problems
 
 
@@ -37,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--world-size", type=int, default=None)
     check.add_argument("--cases", choices=["dev", "eval"], default=None)
     check.add_argument("--logs", action="store_true", help="print each problem's log")
+    check.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.RANKED.value)
+    check.add_argument("--profile-case", default="", help="the dev case to profile")
+    check.add_argument("--out", type=Path, default=Path("profiles"), help="for the artifacts")
     commands.add_parser("worker", help="run the Celery worker of this host's profile")
     args = parser.parse_args(argv)
 
@@ -81,15 +88,24 @@ def _check(args: argparse.Namespace) -> int:
         if current:
             print(f"[{done + 1}/{total}] {current} ...", file=sys.stderr, flush=True)
 
-    results, environment = evaluate_bundle(
-        bundle,
-        slugs=sorted(bundle.solutions),
-        profile=profile,
-        settings=settings,
-        evaluation_id=f"local-{uuid.uuid4()}",
-        on_progress=progress,
-    )
+    artifacts: list[Artifact] = []
+    try:
+        results, environment = evaluate_bundle(
+            bundle,
+            slugs=sorted(bundle.solutions),
+            profile=profile,
+            settings=settings,
+            evaluation_id=f"local-{uuid.uuid4()}",
+            on_progress=progress,
+            mode=Mode(args.mode),
+            profile_case=args.profile_case,
+            on_artifact=artifacts.append,
+        )
+    except ProfileCaseError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
     print(_table(results))
+    _write(artifacts, args.out)
     print(
         f"\n{profile.world_size} ranks over {environment['backend']}, {profile.case_kind} cases, "
         f"torch {environment['torch']} on {environment['hostname']}; "
@@ -106,6 +122,14 @@ def _check(args: argparse.Namespace) -> int:
             if result.log:
                 print(f"\n=== {result.slug} log ===\n{result.log}")
     return 0 if all(r.status == ProblemStatus.PASSED for r in results) else 1
+
+
+def _write(artifacts: list[Artifact], folder: Path) -> None:
+    if artifacts:
+        folder.mkdir(parents=True, exist_ok=True)
+    for artifact in artifacts:
+        (folder / artifact.name).write_bytes(artifact.data())
+        print(f"wrote {folder / artifact.name}{' (cut)' if artifact.truncated else ''}")
 
 
 def zip_folder(folder: Path) -> bytes:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from evaluator import rank_process
-from evaluator.candidate import arena
+from evaluator.candidate import arena, profiler
 from evaluator.candidate.watch import tampering, watch
 from evaluator.rank_process import RankSetup, describe, reply
 
@@ -58,6 +58,7 @@ class _Runner:
         # The prepared round: per call, the function, its arguments and its output room.
         self.pending: list[tuple[Callable[..., Any], dict[str, Any], int, int]] = []
         self.placed: dict[tuple[int, int], _Placed] = {}  # by room: what last went there
+        self.profiling: profiler.Session | None = None  # a profile run's round only
 
     def serve(self) -> None:
         # The copy kernel loads now, not in the first round the judge times.
@@ -88,6 +89,10 @@ class _Runner:
                 return self.prepare(payload["calls"])
             if op == "go":
                 return self.go()
+            if op == "profile":
+                return profiler.start(self, payload["trace"])
+            if op == "profile-end":
+                return profiler.finish(self)
             raise ValueError(f"unknown command {op!r}")
         except BaseException as exc:  # SystemExit from a solution is its failure, not ours
             traceback.print_exc()

@@ -38,9 +38,11 @@ from evaluator.contract import (
     PORTAL_QUEUE,
     PROGRESS_TASK,
     STARTED_TASK,
+    Artifact,
     ContractError,
     EvaluationOutcome,
     EvaluationRequest,
+    Mode,
     Phase,
     ProblemResult,
     finished_message,
@@ -54,6 +56,7 @@ from evaluator.host.settings import Settings, load_settings, redis_url
 from evaluator.intake.bundle import BundleError, read_bundle
 from evaluator.judge.evaluate import check_sandbox, evaluate_bundle
 from evaluator.judge.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
+from evaluator.judge.profiling import ProfileCaseError, within_budget
 from problems.registry import all_problems
 from problems.spec import Problem
 
@@ -375,6 +378,7 @@ def _run(
         just_judged = judged[done - 1] if 0 < done <= len(judged) else None
         watch.report(done, total, current, result=just_judged)
 
+    artifacts: list[Artifact] = []  # a profile run's traces and summaries
     # The compile pass comes first and takes a while (CUDA extensions build on every core).
     watch.report(0, len(request.problems), "", phase=Phase.COMPILING)
     try:
@@ -387,13 +391,25 @@ def _run(
             on_progress=progress,
             problems=catalog,
             on_result=judged.append,
+            mode=Mode(request.mode),
+            profile_case=request.profile_case,
+            on_artifact=artifacts.append,
         )
     except EvaluationStopped:
         raise
+    except ProfileCaseError as exc:  # refused before anything ran
+        return _fail(send, evaluation_id, str(exc))
     except Exception as exc:  # a broken host, or Celery's soft time limit
         log.exception("evaluation %s failed", evaluation_id)
         return _fail(send, evaluation_id, f"the evaluator failed: {type(exc).__name__}: {exc}")
-    return _finish(send, evaluation_id, EvaluationOutcome.DONE, results=results, env=environment)
+    return _finish(
+        send,
+        evaluation_id,
+        EvaluationOutcome.DONE,
+        results=results,
+        env=environment,
+        artifacts=within_budget(artifacts),
+    )
 
 
 def _evaluation_id_of(request_json: Any) -> str:
@@ -414,6 +430,7 @@ def _finish(
     reason: str = "",
     results: list[ProblemResult] | None = None,
     env: dict[str, Any] | None = None,
+    artifacts: list[Artifact] | None = None,
 ) -> dict[str, Any]:
     message = finished_message(
         evaluation_id=evaluation_id,
@@ -421,6 +438,7 @@ def _finish(
         reason=reason,
         results=results,
         environment=env,
+        artifacts=artifacts,
     )
     send(FINISHED_TASK, message)
     return message

@@ -23,13 +23,15 @@ from typing import Any
 
 import torch
 
-from evaluator.contract import ProblemResult
+from evaluator.contract import Artifact, Mode, ProblemResult
 from evaluator.host import bubblewrap, cgroups, cleanup, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import Bundle
 from evaluator.intake.compile import import_solutions
+from evaluator.judge import profiling
+from evaluator.judge.modes import ProfileRun, problem_run
 from evaluator.judge.pool import EvaluatorError, RankPools
 from evaluator.judge.problem_run import ProblemRun
 from evaluator.judge.rank_pool import PoolTimeout, RankDied
@@ -63,14 +65,22 @@ def evaluate_bundle(
     problems: Mapping[str, Problem] | None = None,
     on_round: RoundObserver | None = None,
     on_result: Callable[[ProblemResult], None] | None = None,
+    mode: Mode = Mode.RANKED,
+    profile_case: str = "",
+    on_artifact: Callable[[Artifact], None] | None = None,
 ) -> tuple[list[ProblemResult], dict[str, Any]]:
     """Judge the bundle's solutions of `slugs`, in that order, on `profile`'s ranks.
 
     `problems` replaces the repository's catalog (tests, unpublished problems). A crash or
     hang of bundle code is a result; only a broken host raises EvaluatorError. `on_result`
     gets each problem's result as soon as it is judged (on GPUs, hours before the last).
+    `mode` is the submission's (judge/modes.py); a profile run's `profile_case` must be a
+    dev case of every problem (else ProfileCaseError, before anything runs), and
+    `on_artifact` gets its traces and summaries.
     """
     catalog = dict(problems) if problems is not None else {p.slug: p for p in all_problems()}
+    if mode == Mode.PROFILE:
+        profiling.check_case_name(catalog, slugs, profile_case)
     _check_host(profile)
     environment = environment_fingerprint(profile)
     identity = settings.candidate_user
@@ -129,7 +139,8 @@ def evaluate_bundle(
         bundle.write_to(scratch / "bundle")
         sandbox.hand_over([scratch / name for name in CANDIDATE_FOLDERS], identity)
         runs = [
-            ProblemRun(
+            problem_run(
+                mode,
                 slug=slug,
                 problem=catalog.get(slug),
                 solutions=dict(bundle.solutions),
@@ -142,6 +153,7 @@ def evaluate_bundle(
             for slug in slugs
         ]
         runnable = [run for run in runs if not run.why_not_run()]
+        _plan_profiles(runs, runnable, profile_case, profile.world_size)
         began = time.monotonic()
         failures = import_solutions(
             {run.filename: run.module for run in runnable},
@@ -157,7 +169,7 @@ def evaluate_bundle(
         environment["compile_s"] = round(time.monotonic() - began, 3)
         for run in runnable:
             run.import_failure = failures.get(run.filename)
-        if any(run.import_failure is None for run in runnable):
+        if mode != Mode.TEST and any(run.import_failure is None for run in runnable):
             bandwidth = peer_bandwidth(pools, profile, settings)
             if bandwidth is not None:
                 environment["peer_bandwidth_gbps"] = bandwidth
@@ -170,6 +182,9 @@ def evaluate_bundle(
             results.append(run.evaluate())
             if on_result:
                 on_result(results[-1])
+            if on_artifact and isinstance(run, ProfileRun):
+                for artifact in run.artifacts:
+                    on_artifact(artifact)
         if on_progress:
             on_progress(len(runs), len(runs), "")
         return results, environment
@@ -185,6 +200,16 @@ def evaluate_bundle(
             log.info("kept scratch directory %s", scratch)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _plan_profiles(
+    runs: list[ProblemRun], runnable: list[ProblemRun], case: str, world_size: int
+) -> None:
+    """Each profile run's case name, and its traces' share of the artifacts' cap."""
+    cap = profiling.trace_cap(len(runnable), world_size)
+    for run in runs:
+        if isinstance(run, ProfileRun):
+            run.case_name, run.trace_cap = case, cap
 
 
 # The folders of the scratch directory that bundle code may write (handed over to the

@@ -103,7 +103,7 @@ class ProblemRun:
         self.deadline = time.monotonic() + self.settings.problem_timeout_s
         try:
             self._load()
-            for case in cases_for(self.problem, self.profile.case_kind, self.settings):
+            for case in self._cases():
                 self._evaluate_case(case)
             self._summarize()
         except Failure as failure:
@@ -132,6 +132,10 @@ class ProblemRun:
             sizes = ", ".join(map(str, self.problem.world_sizes))
             return f"{self.slug} runs on {sizes} ranks, not {self.profile.world_size}"
         return ""
+
+    def _cases(self) -> tuple[Case, ...]:
+        assert self.problem is not None
+        return cases_for(self.problem, self.profile.case_kind, self.settings)
 
     def _command(self, orders: dict[str, tuple[str, Any]]) -> list[Reply]:
         """Run one command; every way it can go wrong becomes a Failure."""

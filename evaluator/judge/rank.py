@@ -34,6 +34,7 @@ from evaluator.judge import replies
 from evaluator.judge.compare import compare
 from evaluator.judge.link import Clock, RunnerGone, RunnerLink
 from evaluator.judge.processes import stopped
+from evaluator.judge.profiling import profiled_pair
 from evaluator.judge.replies import ReplyError
 from evaluator.judge.rounds import (
     Round,
@@ -103,6 +104,8 @@ class _Judge:
                 # A restarted candidate pool: its pipe's end comes over our socket.
                 self.candidate.replace(Connection(reduction.recv_handle(self.conn)))
                 return {"ok": True}
+            if op == "profile":  # a profile run's pair (judge/profiling.py)
+                return profiled_pair(self, payload)
             if op == "probe":
                 from evaluator.tools.probe import measure_peer_bandwidth
 

@@ -30,8 +30,10 @@ def judge_files(
     settings: Settings,
     name: str,
     world_size: int = 2,
+    **options: Any,
 ) -> dict[str, ProblemResult]:
-    """Each problem's result, by slug, in a scratch folder bundle code can reach."""
+    """Each problem's result, by slug, in a scratch folder bundle code can reach;
+    `options` go to evaluate_bundle (mode, profile_case, on_artifact...)."""
     with reachable_folder(name) as scratch_dir:
         results, _ = evaluate_bundle(
             read_bundle(f"{name}.zip", make_zip(files), known_slugs=catalog),
@@ -40,6 +42,7 @@ def judge_files(
             settings=dataclasses.replace(settings, scratch_dir=scratch_dir),
             evaluation_id=name,
             problems=catalog,
+            **options,
         )
     return {r.slug: r for r in results}
 
