@@ -192,6 +192,8 @@ README_COMMANDS = {
     ".venv/bin/python manage.py createsuperuser": "{} --noinput --username admin "
     "--email admin@example.org",
     ".venv/bin/python -m evaluator check bundle.zip --world-size 4": "{} --help",
+    ".venv/bin/python -m evaluator check bundle.zip --mode test": "{} --help",
+    ".venv/bin/python -m evaluator check bundle.zip --mode profile --out prof/": "{} --help",
     ".venv/bin/pkb": "{} --help",
     ".venv/bin/activate": ". {} && pkb --help",  # "then plain `pkb`"
     ".venv/bin/pkb login --url http://127.0.0.1:8000": "{} --help",
