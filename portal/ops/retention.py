@@ -4,8 +4,8 @@ Results (statuses, times, speedups, errors, messages) are kept for good: the lea
 and the teams' histories are made of them. What goes after PKB_RETENTION_DAYS:
 
 - the captured logs of results of submissions finished before then;
-- the stored bundle of such a submission, unless something may still need it: a bundle
-  that passed a problem (it ranks, may be re-judged after a version bump, and becomes
+- the stored bundle of such a submission, unless something may still need it: a ranked
+  run's bundle that passed a problem (it ranks, may be re-judged after a version bump, and becomes
   public with the problem's solutions) or a team's best attempt at a problem (what a
   re-evaluation re-queues; services/curation.py). A deleted bundle's page says its file
   is gone.
@@ -36,10 +36,12 @@ class RetentionReport:
 
 
 def _bundles_still_needed() -> set[int]:
+    # A ranked pass: a test, benchmark or profile run never ranks, is never re-judged for
+    # a version bump and never published.
     passed = set(
-        ProblemResult.objects.filter(status=ProblemResult.Status.PASSED).values_list(
-            "submission_id", flat=True
-        )
+        ProblemResult.objects.filter(
+            status=ProblemResult.Status.PASSED, submission__mode=Submission.Mode.RANKED
+        ).values_list("submission_id", flat=True)
     )
     best = {
         submission.pk

@@ -169,7 +169,11 @@ def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
         return []
     results = (
         ProblemResult.objects.passed()
-        .filter(problem=problem, submission__status=Submission.Status.DONE)
+        .filter(
+            problem=problem,
+            submission__status=Submission.Status.DONE,
+            submission__mode=Submission.Mode.RANKED,  # the others are the team's own
+        )
         .select_related("submission__team")
         .order_by("-speedup", "submission__finished_at", "pk")
     )

@@ -24,11 +24,13 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
         return self.judged(profile=profile).filter(submission__example_label="")
 
     def judged(self, *, profile: str) -> ProblemResultQuerySet:
-        """What the boards are built from: finished submissions of the profile, published
-        problems, neither the submission nor its team disqualified, judged against the
-        problem's current version (a stale result waits for a re-evaluation)."""
+        """What the boards are built from: finished ranked submissions of the profile
+        (a test, benchmark or profile run never counts), published problems, neither the
+        submission nor its team disqualified, judged against the problem's current version
+        (a stale result waits for a re-evaluation)."""
         return self.filter(
             submission__profile=profile,
+            submission__mode=Submission.Mode.RANKED,
             submission__status=Submission.Status.DONE,
             submission__disqualified_at__isnull=True,
             submission__team__disqualified_at__isnull=True,

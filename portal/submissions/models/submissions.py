@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from evaluator.contract import Phase, ProblemStatus
+from evaluator.contract import Mode, Phase, ProblemStatus
 from portal.accounts.models import Team
 from portal.problems.models import Problem
 
@@ -65,9 +65,26 @@ class SubmissionQuerySet(models.QuerySet["Submission"]):
         )
         # Examples are published code: their whole bundle is anyone's from the start.
         public |= ~models.Q(example_label="")
+        # A test, benchmark or profile run is the team's own business, whatever it passed:
+        # only ranked code is ever published.
+        public &= models.Q(mode=Submission.Mode.RANKED)
         if user.is_authenticated:
             public |= models.Q(team__memberships__user=user)
         return self.filter(public).distinct()
+
+    def ranked(self) -> SubmissionQuerySet:
+        return self.filter(mode=Submission.Mode.RANKED)
+
+    def shown_on_team_page(self, user) -> SubmissionQuerySet:
+        """A team's public history lists its ranked runs; its members and staff see its
+        test, benchmark and profile runs there too."""
+        if user.is_authenticated and user.is_staff:
+            return self
+        shown = models.Q(mode=Submission.Mode.RANKED)
+        if user.is_authenticated:
+            # A subquery, not a join: the page counts each submission's results.
+            shown |= models.Q(team__in=Team.objects.filter(memberships__user=user))
+        return self.filter(shown)
 
     def examples(self) -> SubmissionQuerySet:
         return self.exclude(example_label="")
@@ -89,6 +106,23 @@ class Submission(models.Model):
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
+    class Mode(models.TextChoices):
+        """What the team asked of the host (evaluator.contract.Mode); only RANKED results
+        count on any board, the others are the team's own."""
+
+        TEST = Mode.TEST.value, "Test"
+        BENCHMARK = Mode.BENCHMARK.value, "Benchmark"
+        RANKED = Mode.RANKED.value, "Ranked"
+        PROFILE = Mode.PROFILE.value, "Profile"
+
+    # What each mode does, in a phrase for forms, badges' titles and the API schema.
+    MODE_HELP = {
+        Mode.TEST: "dev cases, correctness only, no timing; fast; never ranked",
+        Mode.BENCHMARK: "the full judging, shown to your team only; never ranked",
+        Mode.RANKED: "the full judging; counts on the boards",
+        Mode.PROFILE: "one case judged under the profiler, traces for your team; never ranked",
+    }
+
     class Phase(models.TextChoices):
         """What a running evaluation does now, as its host last said (evaluator.contract)."""
 
@@ -104,6 +138,10 @@ class Submission(models.Model):
     bundle_name = models.CharField(max_length=255)
     bundle_sha256 = models.CharField(max_length=64)
     profile = models.CharField(max_length=32)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.RANKED)
+    # PROFILE: the public case the team asked to profile ("" = the host picks); never an
+    # unpublished eval case, whose trace would reveal it.
+    profile_case = models.CharField(max_length=80, blank=True)
     problems = models.JSONField(default=list)  # the slugs the bundle solves
     # {slug: Problem.version} when the current attempt was queued: what its results are
     # judged against. Empty for submissions queued before it was recorded.
@@ -142,6 +180,10 @@ class Submission(models.Model):
         ),
     )
 
+    # Failed through the platform's fault (its host lost again and again, no worker, the
+    # evaluator's own error), not the bundle's: it never counts against the team's quota.
+    platform_fault = models.BooleanField(default=False)
+
     # {slug: digest of the code the problem runs} (portal/submissions/digests.py), taken
     # when the bundle is stored: runs of the same code pool on the boards.
     code_digests = models.JSONField(default=dict, blank=True)
@@ -167,6 +209,10 @@ class Submission(models.Model):
     @property
     def is_example(self) -> bool:
         return bool(self.example_label)
+
+    @property
+    def is_ranked(self) -> bool:
+        return self.mode == self.Mode.RANKED
 
     @property
     def planned_count(self) -> int:
