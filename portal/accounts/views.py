@@ -20,7 +20,7 @@ from portal.accounts.services import (
     team_transfer_ownership,
 )
 from portal.submissions.models import Submission
-from portal.submissions.selectors import team_submission_quota
+from portal.submissions.quotas import team_submission_quota
 
 
 @require_http_methods(["GET", "POST"])

@@ -23,6 +23,8 @@ urlpatterns = [
         views.SubmissionCancel.as_view(),
         name="submission-cancel",
     ),
+    path("profiles/", views.Profiles.as_view(), name="profiles"),
+    path("quota/", views.Quota.as_view(), name="quota"),
     path("teams/", views.TeamList.as_view(), name="teams"),
     path("teams/<slug:slug>/", views.TeamDetail.as_view(), name="team"),
     path("team/", views.OwnTeam.as_view(), name="own-team"),

@@ -334,7 +334,7 @@ def test_a_team_past_its_limit_is_told_when_to_retry(
     SubmissionFactory(team=team, user=alice, done=True)
     code, _, err = run(capsys, "submit", str(bundle))
     assert code == 3
-    assert "used its 1 submissions of the last 24 hours" in err and "(retry after" in err
+    assert "used 1 of 1 ranked runs in the last 24 hours" in err and "(retry after" in err
 
 
 @pytest.mark.parametrize(
