@@ -188,6 +188,11 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
     status = (
         Submission.Status.DONE if outcome is EvaluationOutcome.DONE else Submission.Status.FAILED
     )
+    # A host fails a whole evaluation only for its own reasons: the bundle passed the same
+    # checks at upload, and whatever its code does wrong (a compile error, a crash, a hang)
+    # is a problem's result in a DONE outcome. So a FAILED outcome (a host of another
+    # profile, the evaluator's exception, its time limit) is the platform's fault.
+    platform_fault = outcome is EvaluationOutcome.FAILED
     now = timezone.now()
     with transaction.atomic():
         # The conditional UPDATE is the lock: a concurrent duplicate waits for it, then finds
@@ -197,6 +202,7 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
         ).update(
             status=status,
             reason=reason,
+            platform_fault=platform_fault,
             environment=message.get("environment") or {},
             finished_at=now,
             heartbeat_at=now,
