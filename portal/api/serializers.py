@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
+from evaluator.contract import ARTIFACT_CAP_BYTES
 from evaluator.host.profiles import PROFILES
 from portal.accounts.models import Membership, Team
 from portal.leaderboard.scoring import RULE
 from portal.leaderboard.selectors import ExampleRow
 from portal.problems.models import Problem
-from portal.submissions.models import ProblemResult, ResultRun, Submission
+from portal.submissions.models import Artifact, ProblemResult, ResultRun, Submission
 
 # Times are plain numbers in microseconds here, the unit in each field's name; the site
 # and pkb show them scaled, unit always written (portal/formats.py).
@@ -232,10 +233,54 @@ class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSeriali
         ]
 
 
+class ArtifactSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField(
+        help_text="Its download (the file as an attachment); null once retention deleted it."
+    )
+    html_url = serializers.SerializerMethodField(help_text="The same, for a browser session.")
+    truncated = serializers.BooleanField(
+        help_text=f"The host cut it at {ARTIFACT_CAP_BYTES // (1024 * 1024)} MiB: the rest is "
+        "missing (a cut trace may not load whole)."
+    )
+    size = serializers.IntegerField(help_text="Bytes, as stored.")
+
+    class Meta:
+        model = Artifact
+        fields = [
+            "name",
+            "media_type",
+            "size",
+            "truncated",
+            "note",
+            "created_at",
+            "url",
+            "html_url",
+        ]
+
+    def _link(self, artifact: Artifact, view: str) -> str | None:
+        if not artifact.is_kept:
+            return None
+        path = reverse(view, args=[artifact.submission_id, artifact.name])
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+    def get_url(self, artifact: Artifact) -> str | None:
+        return self._link(artifact, "api:submission-artifact")
+
+    def get_html_url(self, artifact: Artifact) -> str | None:
+        return self._link(artifact, "submissions:artifact")
+
+
 class SubmissionSerializer(SubmissionSummarySerializer):
     """A submission with its per-problem results and where and how it ran."""
 
     results = ProblemResultSerializer(many=True)
+    artifacts = ArtifactSerializer(
+        many=True,
+        help_text="Files its host made for the team (a profile run's per-rank traces and "
+        "tables); a `.trace.json` opens in https://ui.perfetto.dev (Open trace file) or "
+        "chrome://tracing.",
+    )
     platform_fault = serializers.BooleanField(
         help_text="It failed through the platform's fault (a host lost again and again, no "
         "worker, the evaluator's own error), not the bundle's: it does not count against the "
@@ -254,6 +299,7 @@ class SubmissionSerializer(SubmissionSummarySerializer):
             "host",
             "environment",
             "results",
+            "artifacts",
         ]
 
 

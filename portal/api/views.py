@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
@@ -26,6 +26,7 @@ from portal.api import serializers
 from portal.api.models import ApiToken
 from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
+from portal.submissions.downloads import artifact_response
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
@@ -280,7 +281,7 @@ class SubmissionDetail(generics.RetrieveAPIView):
 
     def get_queryset(self):
         return _visible_submissions(self.request).prefetch_related(
-            "results__problem", "results__runs"
+            "results__problem", "results__runs", "artifacts"
         )
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
@@ -297,6 +298,25 @@ def _may_read_logs(request: Request, submission: Submission) -> bool:
         return True
     team = team_of(request.user)
     return team is not None and team.pk == submission.team_id
+
+
+class SubmissionArtifact(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The file, as an attachment of its recorded media type (JSON, "
+                "CSV, plain text or Markdown).",
+            ),
+            404: ERROR,
+        },
+        summary="Download an artifact of your team's submission (a profile run's trace)",
+    )
+    def get(self, request: Request, pk: int, name: str) -> HttpResponseBase:
+        submission = get_object_or_404(_visible_submissions(request), pk=pk)
+        return artifact_response(get_object_or_404(submission.artifacts, name=name))
 
 
 class SubmissionCancel(APIView):

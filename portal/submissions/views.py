@@ -9,10 +9,11 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
+from evaluator.contract import ARTIFACT_CAP_BYTES
 from evaluator.host.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
-from portal.submissions.downloads import Download, public_download
+from portal.submissions.downloads import Download, artifact_response, public_download
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
@@ -82,8 +83,12 @@ def _visible_submission(request: HttpRequest, pk: int) -> Submission:
 
 
 def _detail_context(submission: Submission) -> dict:
+    artifacts = list(submission.artifacts.all())
     return {
         "submission": submission,
+        "artifacts": artifacts,
+        "has_trace": any(a.is_trace for a in artifacts),
+        "artifact_cap_mib": ARTIFACT_CAP_BYTES // (1024 * 1024),
         "lines": submission_result_lines(submission),
         "environment": environment_facts(submission.environment),
         "profile": get_profile(submission.profile),
@@ -104,6 +109,15 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the detail page, polled by htmx while the evaluation runs."""
     submission = _visible_submission(request, pk)
     return render(request, "submissions/_status.html", _detail_context(submission))
+
+
+@login_required
+@require_safe
+def submission_artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """A host's artifact of the submission (a profile run's trace or table), for its team
+    and staff; anyone else gets the 404 of the submission itself."""
+    submission = _visible_submission(request, pk)
+    return artifact_response(get_object_or_404(submission.artifacts, name=name))
 
 
 @require_safe

@@ -1,5 +1,7 @@
-"""The submissions app's models, one module per part: submissions, their results, re-runs."""
+"""The submissions app's models, one module per part: submissions, their results, re-runs,
+artifacts."""
 
+from portal.submissions.models.artifacts import Artifact, artifact_upload_to
 from portal.submissions.models.reruns import Rerun, RerunQuerySet
 from portal.submissions.models.results import (
     ProblemResult,
@@ -17,6 +19,7 @@ from portal.submissions.models.submissions import (
 )
 
 __all__ = [
+    "Artifact",
     "EXAMPLE_LABEL_MAX",
     "ActiveSubmission",
     "ProblemResult",
@@ -27,6 +30,7 @@ __all__ = [
     "ResultRun",
     "Submission",
     "SubmissionQuerySet",
+    "artifact_upload_to",
     "bundle_extension",
     "bundle_upload_to",
 ]

@@ -24,6 +24,7 @@ from portal.submissions.digests import code_digests
 from portal.submissions.hardware import UnknownProfile, check_profile
 from portal.submissions.models import EXAMPLE_LABEL_MAX, ProblemResult, Submission
 from portal.submissions.quotas import team_submission_quota
+from portal.submissions.services.artifacts import artifacts_discard
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,7 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
         if not updated:
             return False  # changed under us (finished, requeued): the caller's view is stale
         ProblemResult.objects.filter(submission_id=submission.pk).delete()
+        artifacts_discard(submission=submission)
         submission.refresh_from_db()
         transaction.on_commit(
             lambda: broker.attempt_over(old_id, reason="superseded by a new attempt"),
