@@ -165,7 +165,8 @@ def test_submit_uploads_the_bundle(capsys, as_alice, alice, bundle):
     assert code == 0
     submission = Submission.objects.get()
     assert (submission.user, submission.bundle_name) == (alice, "kernels.zip")
-    assert f"Submitted #{submission.pk} for Alice's Kernels: 2 problem(s), queued." in err
+    expected = f"Submitted #{submission.pk} for Alice's Kernels: a ranked run on cpu, 2 problem(s)"
+    assert f"{expected}, queued." in err
 
 
 def test_a_bad_bundle_gets_the_sites_reason(capsys, as_alice, tmp_path, problems):
