@@ -22,7 +22,7 @@ from rich.table import Table
 from evaluator.contract import ARTIFACT_CAP_BYTES, printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
-from portal.formats import duration_us
+from portal.formats import duration_us, file_size
 from portal.leaderboard.scoring import RULE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -155,17 +155,11 @@ def _run_label(submission: dict) -> str:
     return f"a {mode} run on {submission['profile']}"
 
 
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} bytes"
-    return f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / (1024 * 1024):.1f} MiB"
-
-
 def _artifacts_table(submission: dict) -> Table:
     title = f"Artifacts (save them with: pkb download {submission['id']})"
     table = Table("artifact", "size", "note", title=title)
     for a in submission["artifacts"]:
-        size = _size(a["size"]) + (CUT if a["truncated"] else "")
+        size = file_size(a["size"]) + (CUT if a["truncated"] else "")
         name = a["name"] if a.get("url") else f"{a['name']} (file deleted)"
         table.add_row(_plain(name), size, _plain(a.get("note") or ""))
     return table
@@ -300,7 +294,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         target = folder / Path(name).name
         target.write_bytes(client.download(f"submissions/{args.id}/artifacts/{quote(name)}"))
         cut = CUT if artifacts[name]["truncated"] else ""
-        _err().print(f"{target}: {_size(target.stat().st_size)}{cut}")
+        _err().print(f"{target}: {file_size(target.stat().st_size)}{cut}")
     if any(n.endswith(".trace.json") for n in names):
         _err().print(TRACE_HELP)
     return EXIT_OK

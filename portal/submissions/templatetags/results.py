@@ -17,6 +17,7 @@ register = template.Library()
 
 # The site's and pkb's one convention for times (portal/formats.py).
 duration_us = register.filter("duration_us", formats.duration_us)
+file_size = register.filter("file_size", formats.file_size)
 
 
 @register.filter
