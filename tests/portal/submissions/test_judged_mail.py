@@ -104,7 +104,6 @@ def test_a_mail_server_that_refuses_never_fails_the_recording(
     assert "the 'judged' mail was not sent" in caplog.text
 
 
-
 def test_a_run_of_another_mode_says_so(
     team, alice, problems, addresses, django_capture_on_commit_callbacks
 ):
