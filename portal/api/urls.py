@@ -19,7 +19,7 @@ urlpatterns = [
     path("submissions/", views.SubmissionListCreate.as_view(), name="submissions"),
     path("submissions/<int:pk>/", views.SubmissionDetail.as_view(), name="submission"),
     path(
-        "submissions/<int:pk>/artifacts/<str:name>",
+        "submissions/<int:pk>/artifacts/<str:name>/",
         views.SubmissionArtifact.as_view(),
         name="submission-artifact",
     ),

@@ -292,7 +292,7 @@ def cmd_download(args: argparse.Namespace) -> int:
             continue
         # A plain name (the site checked it), and taken as one: never a path out of `folder`.
         target = folder / Path(name).name
-        target.write_bytes(client.download(f"submissions/{args.id}/artifacts/{quote(name)}"))
+        target.write_bytes(client.download(f"submissions/{args.id}/artifacts/{quote(name)}/"))
         cut = CUT if artifacts[name]["truncated"] else ""
         _err().print(f"{target}: {file_size(target.stat().st_size)}{cut}")
     if any(n.endswith(".trace.json") for n in names):

@@ -12,7 +12,7 @@ urlpatterns = [
     path("submissions/<int:pk>/status/", views.submission_status, name="status"),
     path("submissions/<int:pk>/bundle/", views.submission_bundle, name="bundle"),
     path(
-        "submissions/<int:pk>/artifacts/<str:name>",
+        "submissions/<int:pk>/artifacts/<str:name>/",
         views.submission_artifact,
         name="artifact",
     ),

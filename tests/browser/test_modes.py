@@ -194,7 +194,7 @@ def test_the_team_downloads_a_trace_and_another_team_gets_a_404(
     assert download.value.suggested_filename == "rank0.trace.json"
     assert json.loads(Path(download.value.path()).read_text())["traceEvents"][0]["ph"] == "X"
 
-    url = f"/submissions/{profiled.pk}/artifacts/rank0.trace.json"
+    url = f"/submissions/{profiled.pk}/artifacts/rank0.trace.json/"
     outsider = browser.new_context(base_url=live_server.url)
     other = outsider.new_page()
     try:
