@@ -65,7 +65,7 @@ def artifacts_keep(*, submission: Submission, artifacts: list[tuple[Reported, by
             logger.error("submission %s: artifact %s not kept: %s", submission.pk, row.name, exc)
             continue
         rows.append(row)
-        stored.append(row.file.name)
+        stored.append(row.file.name or "")
     Artifact.objects.bulk_create(rows)
     return stored
 
