@@ -47,3 +47,13 @@ def quartiles(values: list[float]) -> tuple[float, float] | None:
         return None
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return q1, q3
+
+
+def file_size(size: object) -> str:
+    """Bytes in binary units, as the artifacts' cap is said: "71 bytes", "8.0 MiB"."""
+    if not is_number(size):
+        return DASH
+    n = float(size)  # type: ignore[arg-type]
+    if n < 1024:
+        return f"{int(n)} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / (1024 * 1024):.1f} MiB"

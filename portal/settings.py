@@ -253,13 +253,31 @@ if PKB_STUCK_AFTER_S < 3 * PKB_HEARTBEAT_S or PKB_VISIBILITY_TIMEOUT_S < 3 * PKB
         "PKB_STUCK_AFTER_S and PKB_VISIBILITY_TIMEOUT_S must be at least 3 x PKB_HEARTBEAT_S"
     )
 
-# Per team, so that one team cannot fill the GPU queue: submissions in any 24 hours, and
-# submissions queued or running at once (web form and API alike).
+# Per team, so that one team cannot fill the GPU queue: runs of each mode in the last hour
+# and the last 24 hours (0 per hour: no hourly limit), and submissions queued or running at
+# once, all modes together (web form, API and pkb alike; portal/submissions/quotas.py).
+# Test runs are short (dev cases, no timing) and meant to be many; benchmark and profile
+# runs take a host as long as a ranked one. Ranked runs per day keep their older name.
 PKB_SUBMISSIONS_PER_DAY = envint("PKB_SUBMISSIONS_PER_DAY", 20)
+PKB_RANKED_RUNS_PER_HOUR = envint("PKB_RANKED_RUNS_PER_HOUR", 0)
+PKB_TEST_RUNS_PER_HOUR = envint("PKB_TEST_RUNS_PER_HOUR", 30)
+PKB_TEST_RUNS_PER_DAY = envint("PKB_TEST_RUNS_PER_DAY", 200)
+PKB_BENCHMARK_RUNS_PER_HOUR = envint("PKB_BENCHMARK_RUNS_PER_HOUR", 6)
+PKB_BENCHMARK_RUNS_PER_DAY = envint("PKB_BENCHMARK_RUNS_PER_DAY", 30)
+PKB_PROFILE_RUNS_PER_HOUR = envint("PKB_PROFILE_RUNS_PER_HOUR", 4)
+PKB_PROFILE_RUNS_PER_DAY = envint("PKB_PROFILE_RUNS_PER_DAY", 20)
 PKB_MAX_ACTIVE_SUBMISSIONS = envint("PKB_MAX_ACTIVE_SUBMISSIONS", 2)
-if PKB_SUBMISSIONS_PER_DAY <= 0 or PKB_MAX_ACTIVE_SUBMISSIONS <= 0:
+_DAILY = (PKB_SUBMISSIONS_PER_DAY, PKB_TEST_RUNS_PER_DAY, PKB_BENCHMARK_RUNS_PER_DAY)
+if min(*_DAILY, PKB_PROFILE_RUNS_PER_DAY, PKB_MAX_ACTIVE_SUBMISSIONS) <= 0:
     raise ImproperlyConfigured(
-        "PKB_SUBMISSIONS_PER_DAY and PKB_MAX_ACTIVE_SUBMISSIONS must be positive"
+        "PKB_SUBMISSIONS_PER_DAY, PKB_TEST_RUNS_PER_DAY, PKB_BENCHMARK_RUNS_PER_DAY, "
+        "PKB_PROFILE_RUNS_PER_DAY and PKB_MAX_ACTIVE_SUBMISSIONS must be positive"
+    )
+_HOURLY = (PKB_RANKED_RUNS_PER_HOUR, PKB_TEST_RUNS_PER_HOUR, PKB_BENCHMARK_RUNS_PER_HOUR)
+if min(*_HOURLY, PKB_PROFILE_RUNS_PER_HOUR) < 0:
+    raise ImproperlyConfigured(
+        "PKB_RANKED_RUNS_PER_HOUR, PKB_TEST_RUNS_PER_HOUR, PKB_BENCHMARK_RUNS_PER_HOUR and "
+        "PKB_PROFILE_RUNS_PER_HOUR must be 0 (no hourly limit) or positive"
     )
 
 # Re-runs for the ranking: every PKB_RERUN_EVERY_S the beat judges each published problem's

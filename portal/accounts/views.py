@@ -22,7 +22,7 @@ from portal.accounts.services import (
     user_change_email,
 )
 from portal.submissions.models import Submission
-from portal.submissions.selectors import team_submission_quota
+from portal.submissions.quotas import team_submission_quota
 
 
 @require_http_methods(["GET", "POST"])

@@ -19,10 +19,17 @@ urlpatterns = [
     path("submissions/", views.SubmissionListCreate.as_view(), name="submissions"),
     path("submissions/<int:pk>/", views.SubmissionDetail.as_view(), name="submission"),
     path(
+        "submissions/<int:pk>/artifacts/<str:name>/",
+        views.SubmissionArtifact.as_view(),
+        name="submission-artifact",
+    ),
+    path(
         "submissions/<int:pk>/cancel/",
         views.SubmissionCancel.as_view(),
         name="submission-cancel",
     ),
+    path("profiles/", views.Profiles.as_view(), name="profiles"),
+    path("quota/", views.Quota.as_view(), name="quota"),
     path("teams/", views.TeamList.as_view(), name="teams"),
     path("teams/<slug:slug>/", views.TeamDetail.as_view(), name="team"),
     path("team/", views.OwnTeam.as_view(), name="own-team"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
@@ -26,9 +26,11 @@ from portal.api import serializers
 from portal.api.models import ApiToken
 from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
+from portal.submissions.downloads import artifact_response
 from portal.submissions.forms import SubmissionForm
+from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
-from portal.submissions.selectors import team_submission_quota
+from portal.submissions.quotas import team_submission_quota
 from portal.submissions.services import SubmissionError, submission_cancel, submission_create
 
 PROFILE_PARAMETER = OpenApiParameter(
@@ -179,11 +181,16 @@ class SubmissionListCreate(generics.ListCreateAPIView):
     @extend_schema(
         request=serializers.SubmissionCreateSerializer,
         responses={
-            201: serializers.SubmissionSummarySerializer,
-            400: OpenApiResponse(description='`{"bundle": ["why the bundle was refused"]}`'),
-            429: OpenApiResponse(description="The team's submission limits; see Retry-After"),
+            201: serializers.SubmissionCreatedSerializer,
+            400: OpenApiResponse(
+                description='`{"bundle": ["why the bundle was refused"]}`, or the same for '
+                "`mode`, `profile` or `profile_case`"
+            ),
+            429: OpenApiResponse(
+                description="The team's quota of the mode, or its runs at once; see Retry-After"
+            ),
         },
-        summary="Submit a bundle for your team",
+        summary="Submit a bundle for your team: a test, benchmark, ranked or profile run",
     )
     def post(self, request: Request, *args, **kwargs) -> Response:
         # The web form's checks, then the same service: a bundle refused on the Submit page
@@ -191,19 +198,22 @@ class SubmissionListCreate(generics.ListCreateAPIView):
         form = SubmissionForm(data=request.POST, files=request.FILES)
         if not form.is_valid():
             raise ValidationError(_form_errors(form))
-        _check_quota(request)
+        _check_quota(request, form.cleaned_data["mode"])
         try:
-            submission = submission_create(user=request.user, upload=form.cleaned_data["bundle"])
+            submission = submission_create(user=request.user, **form.cleaned_data_for_run())
         except SubmissionError as exc:
-            raise ValidationError({"bundle": [str(exc)]}) from None
-        data = self.get_serializer(submission).data
+            raise ValidationError({exc.field: [str(exc)]}) from None
+        submission.notice = waiting_notice(submission.profile)
+        data = serializers.SubmissionCreatedSerializer(
+            submission, context=self.get_serializer_context()
+        ).data
         # str(): the value is DRF's Hyperlink, a str subclass that strict WSGI servers refuse.
         headers = {"Location": str(data["url"])}
         return Response(data, status=status.HTTP_201_CREATED, headers=headers)
 
 
-def _check_quota(request: Request) -> None:
-    """A team past its submission limits gets a 429 saying when to retry, where known.
+def _check_quota(request: Request, mode: str) -> None:
+    """A team past its quota of the mode gets a 429 saying when to retry, where known.
 
     submission_create checks again (a 400 then, as on the web form): this early look is for
     clients, which can wait on a 429 but should not retry a 400.
@@ -212,12 +222,49 @@ def _check_quota(request: Request) -> None:
     if team is None:
         return
     quota = team_submission_quota(team)
-    refusal = quota.refusal()
+    refusal = quota.refusal(mode)
     if refusal:
-        wait = None
-        if quota.next_slot_at is not None:
-            wait = max(1.0, (quota.next_slot_at - quota.now).total_seconds())
-        raise Throttled(wait=wait, detail=refusal)
+        raise Throttled(wait=quota.wait_s(mode), detail=refusal)
+
+
+class Profiles(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        responses={200: serializers.ProfileOfferSerializer(many=True)},
+        summary="The hardware profiles to submit to, and the workers connected to each now",
+    )
+    def get(self, request: Request) -> Response:
+        offers = profile_offers()
+        return Response(serializers.ProfileOfferSerializer(offers, many=True).data)
+
+
+class Quota(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        responses={200: serializers.QuotaSerializer, 404: ERROR},
+        summary="Your team's quota per mode: runs used per hour and per day, next free slot",
+    )
+    def get(self, request: Request) -> Response:
+        team = team_of(request.user)
+        if team is None:
+            raise Http404("You are in no team: create or join one on the Team page.")
+        quota = team_submission_quota(team)
+        data = {
+            "modes": [
+                {
+                    "mode": mode,
+                    "windows": quota[mode].windows,
+                    "summary": quota[mode].summary,
+                    "refusal": quota.refusal(mode),
+                }
+                for mode in Submission.Mode.values
+            ],
+            "active": quota.active,
+            "active_limit": quota.active_limit,
+        }
+        return Response(serializers.QuotaSerializer(data).data)
 
 
 def _visible_submissions(request: Request):
@@ -234,7 +281,7 @@ class SubmissionDetail(generics.RetrieveAPIView):
 
     def get_queryset(self):
         return _visible_submissions(self.request).prefetch_related(
-            "results__problem", "results__runs"
+            "results__problem", "results__runs", "artifacts"
         )
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
@@ -251,6 +298,25 @@ def _may_read_logs(request: Request, submission: Submission) -> bool:
         return True
     team = team_of(request.user)
     return team is not None and team.pk == submission.team_id
+
+
+class SubmissionArtifact(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The file, as an attachment of its recorded media type (JSON, "
+                "CSV, plain text or Markdown).",
+            ),
+            404: ERROR,
+        },
+        summary="Download an artifact of your team's submission (a profile run's trace)",
+    )
+    def get(self, request: Request, pk: int, name: str) -> HttpResponseBase:
+        submission = get_object_or_404(_visible_submissions(request), pk=pk)
+        return artifact_response(get_object_or_404(submission.artifacts, name=name))
 
 
 class SubmissionCancel(APIView):

@@ -102,7 +102,23 @@ class Client:
     def post(self, path: str, **kwargs: Any) -> Any:
         return self._send("POST", path, **kwargs)
 
-    def submit(self, bundle: Path) -> dict:
+    def submit(self, bundle: Path, **fields: str) -> dict:
+        """Upload a bundle; `fields` are the form's others (mode, profile, profile_case),
+        sent where given."""
         with bundle.open("rb") as fh:
             files = {"bundle": (bundle.name, fh, "application/octet-stream")}
-            return self.post("submissions/", files=files)
+            data = {k: v for k, v in fields.items() if v}
+            return self.post("submissions/", files=files, data=data)
+
+    def download(self, path: str) -> bytes:
+        """A file the API serves as an attachment (an artifact), by its path under /api/:
+        the token goes to the configured site only, whatever addresses a reply names."""
+        try:
+            response = self._http.get(path, headers={"Accept": "*/*"})
+        except httpx.TimeoutException:
+            raise ApiError(f"{self.url} did not answer within {TIMEOUT_S:.0f} s") from None
+        except httpx.TransportError as exc:
+            raise ApiError(f"cannot reach {self.url}: {exc}") from None
+        if response.is_error:
+            raise _error(response)
+        return response.content

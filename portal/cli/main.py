@@ -12,22 +12,35 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evaluator.contract import printable
+from evaluator.contract import ARTIFACT_CAP_BYTES, printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
-from portal.formats import duration_us
+from portal.formats import duration_us, file_size
 from portal.leaderboard.scoring import RULE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 FINISHED = {"done", "failed", "cancelled"}
+# The site's modes (Submission.Mode), spelled out: pkb imports no Django.
+MODES = {
+    "test": "dev cases, correctness only, no timing; fast; never ranked",
+    "benchmark": "the full judging, shown to your team only; never ranked",
+    "ranked": "the full judging; counts on the boards (the default)",
+    "profile": "one case judged under the profiler, traces for your team (`pkb download`)",
+}
 WEIGHTED = (
     " fast_1 and fast_2 are shares weighted by the problems' weights; solved counts problems."
+)
+CUT = f" (cut at {ARTIFACT_CAP_BYTES // (1024 * 1024)} MiB by the host: the rest is missing)"
+TRACE_HELP = (
+    "A .trace.json opens in Perfetto: https://ui.perfetto.dev, then 'Open trace file' (read in "
+    "your browser, never uploaded); or in Chrome at chrome://tracing, then 'Load'."
 )
 POLL_S = 2.0
 # Waiting out a 429 while following a submission, at most this long per answer.
@@ -136,12 +149,33 @@ def _outcome(submission: dict) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _run_label(submission: dict) -> str:
+    """ "a benchmark run on h200x4"; an older site sends no mode: its runs are ranked."""
+    mode = submission.get("mode") or "ranked"
+    return f"a {mode} run on {submission['profile']}"
+
+
+def _artifacts_table(submission: dict) -> Table:
+    title = f"Artifacts (save them with: pkb download {submission['id']})"
+    table = Table("artifact", "size", "note", title=title)
+    for a in submission["artifacts"]:
+        size = file_size(a["size"]) + (CUT if a["truncated"] else "")
+        name = a["name"] if a.get("url") else f"{a['name']} (file deleted)"
+        table.add_row(_plain(name), size, _plain(a.get("note") or ""))
+    return table
+
+
 def _report(submission: dict) -> int:
     out = _out()
     status = submission["status"]
-    line = f"Submission #{submission['id']} ({submission['bundle_name']}): {status}"
+    line = (
+        f"Submission #{submission['id']} ({submission['bundle_name']}, "
+        f"{_run_label(submission)}): {status}"
+    )
     if submission.get("reason"):
         line += f": {_plain(submission['reason'])}"
+    if submission.get("platform_fault"):
+        line += " (the platform's fault, not the bundle's: it does not count against the quota)"
     if submission.get("disqualified"):
         line += f" (disqualified: {submission.get('disqualification_reason') or 'see the site'})"
     out.print(line)
@@ -150,6 +184,10 @@ def _report(submission: dict) -> int:
     elif status not in FINISHED:
         done, total = submission["progress_done"], submission["progress_total"]
         out.print(f"{done}/{total or len(submission['problems'])} problems evaluated")
+    if submission.get("artifacts"):
+        out.print(_artifacts_table(submission))
+        if any(a["name"].endswith(".trace.json") for a in submission["artifacts"]):
+            out.print(TRACE_HELP)
     out.print(submission["html_url"])
     return _outcome(submission)
 
@@ -158,12 +196,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     bundle = Path(args.bundle)
     if not bundle.is_file():
         raise UsageError(f"{bundle}: no such file")
+    if args.case and args.mode != "profile":
+        raise UsageError("--case names the case to profile: it goes with --mode profile")
     client = _client(args, need_token=True)
-    created = client.submit(bundle)
-    _err().print(
-        f"Submitted #{created['id']} for {created['team']}: {len(created['problems'])} "
-        f"problem(s), {created['status']}. {created['html_url']}"
+    created = client.submit(
+        bundle, mode=args.mode, profile=args.profile or "", profile_case=args.case or ""
     )
+    _err().print(
+        f"Submitted #{created['id']} for {created['team']}: {_run_label(created)}, "
+        f"{len(created['problems'])} problem(s), {created['status']}. {created['html_url']}"
+    )
+    if created.get("notice"):
+        _err().print(_plain(created["notice"]))
     if not args.wait:
         return EXIT_OK
     return _report(_follow(client, created["id"], poll=args.poll))
@@ -206,6 +250,54 @@ def _follow(client: Client, sid: int, *, poll: float) -> dict:
                     progress.update(task, completed=total, current="")
                 return submission
             sleep(poll)
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    client = _client(args, need_token=True)
+    table = Table("profile", "hardware", "workers", box=None)
+    for offer in client.get("profiles/"):
+        name = offer["name"] + (" (default)" if offer["is_default"] else "")
+        table.add_row(name, offer["label"], offer["note"])
+    _out().print(table)
+    return EXIT_OK
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    quota = _client(args, need_token=True).get("quota/")
+    out = _out()
+    for mode in quota["modes"]:
+        out.print(f"{mode['mode']:>9}: {mode['summary']}")
+    out.print(f"At most {quota['active_limit']} queued or running at once ({quota['active']} now).")
+    refused = [m for m in quota["modes"] if m["refusal"]]
+    for mode in refused:
+        _err().print(f"{mode['mode']}: {mode['refusal']}")
+    return EXIT_OK
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    """Write the submission's artifacts (all, or the ones named) into a folder."""
+    client = _client(args, need_token=True)
+    submission = client.get(f"submissions/{args.id}/")
+    artifacts = {a["name"]: a for a in submission.get("artifacts", [])}
+    names = args.names or sorted(artifacts)
+    unknown = [n for n in names if n not in artifacts]
+    if unknown:
+        known = ", ".join(sorted(artifacts)) or "none"
+        raise UsageError(f"#{args.id} has no artifact {unknown[0]!r} (it has: {known})")
+    folder = Path(args.to)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if not artifacts[name].get("url"):
+            _err().print(f"{name}: its file was deleted with the run's other old data")
+            continue
+        # A plain name (the site checked it), and taken as one: never a path out of `folder`.
+        target = folder / Path(name).name
+        target.write_bytes(client.download(f"submissions/{args.id}/artifacts/{quote(name)}/"))
+        cut = CUT if artifacts[name]["truncated"] else ""
+        _err().print(f"{target}: {file_size(target.stat().st_size)}{cut}")
+    if any(n.endswith(".trace.json") for n in names):
+        _err().print(TRACE_HELP)
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -314,11 +406,41 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("problems", help="list the open problems").set_defaults(run=cmd_problems)
 
-    submit = commands.add_parser("submit", help="upload a bundle for your team")
+    submit = commands.add_parser(
+        "submit",
+        help="upload a bundle for your team",
+        epilog="Modes: " + "; ".join(f"{m}: {text}" for m, text in MODES.items()) + ". Each "
+        "mode has its own quota (`pkb quota`).",
+    )
     submit.add_argument("bundle", help="a .zip / .tar.gz of <problem-slug>.py files, or one .py")
+    submit.add_argument(
+        "--mode", choices=list(MODES), default="ranked", help="what the host does (default ranked)"
+    )
+    submit.add_argument(
+        "--profile", help="hardware profile, e.g. h200x4 (default: the site's; see `pkb profiles`)"
+    )
+    submit.add_argument(
+        "--case", help="with --mode profile: the public case to profile (default: the host picks)"
+    )
     submit.add_argument("--wait", action="store_true", help="follow it until it is evaluated")
     submit.add_argument("--poll", type=_positive, default=POLL_S, help="seconds between checks")
     submit.set_defaults(run=cmd_submit)
+
+    profiles = commands.add_parser(
+        "profiles", help="the hardware profiles to submit to, and their workers connected now"
+    )
+    profiles.set_defaults(run=cmd_profiles)
+
+    quota = commands.add_parser("quota", help="your team's runs used per mode, and the next slot")
+    quota.set_defaults(run=cmd_quota)
+
+    download = commands.add_parser(
+        "download", help="save a submission's artifacts (a profile run's traces and tables)"
+    )
+    download.add_argument("id", type=int)
+    download.add_argument("names", nargs="*", help="the artifacts to save (default: all)")
+    download.add_argument("--to", default=".", help="the folder to save them in (default: .)")
+    download.set_defaults(run=cmd_download)
 
     status = commands.add_parser("status", help="a submission's state and results")
     status.add_argument("id", type=int)
@@ -335,7 +457,8 @@ def parser() -> argparse.ArgumentParser:
     board.set_defaults(run=cmd_leaderboard)
 
     # --url is accepted after the command too (`pkb submit b.zip --url ...`).
-    for sub in (login, submit, status, cancel, board, commands.choices["problems"]):
+    every = (login, submit, status, cancel, board, profiles, quota, download)
+    for sub in (*every, commands.choices["problems"]):
         sub.add_argument("--url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return top
 

@@ -24,7 +24,11 @@ logger = logging.getLogger(__name__)
 
 def _profiles(problem: Problem) -> list[str]:
     """The hardware profiles with finished results on the problem: one board each."""
-    rows = ProblemResult.objects.filter(problem=problem, submission__status=Submission.Status.DONE)
+    rows = ProblemResult.objects.filter(
+        problem=problem,
+        submission__status=Submission.Status.DONE,
+        submission__mode=Submission.Mode.RANKED,
+    )
     return sorted(set(rows.values_list("submission__profile", flat=True)))
 
 

@@ -102,7 +102,7 @@ def about_scoring(request: HttpRequest) -> HttpResponse:
 def team_page(request: HttpRequest, slug: str) -> HttpResponse:
     """A team's public page: members, best results, history, charts; never code or logs."""
     team = get_object_or_404(Team, slug=slug)
-    history = team_history(team=team)
+    history = team_history(team=team, viewer=request.user)
     # Where the team last submitted is where its results most likely are.
     profile = profile_argument(request, default=history[0].profile if history else None)
     standing = team_standing(team=team, profile=profile)

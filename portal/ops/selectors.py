@@ -96,6 +96,7 @@ class QueuePlace:
     problem: str = ""  # a re-run's problem; "" for the submission's own evaluation
     position: int | None = None  # 1 = next to start; None while it runs
     host: str = ""
+    mode: str = Submission.Mode.RANKED  # the submission's (a re-run is always ranked)
 
     @property
     def is_rerun(self) -> bool:
@@ -119,6 +120,7 @@ class QueuePlace:
             "problem": self.problem or None,
             "position": self.position,
             "host": self.host or None,
+            "mode": self.mode,
         }
 
 
@@ -172,6 +174,7 @@ def team_queue_places(team: Team | None) -> list[QueuePlace]:
                 sub.status,
                 position=None if ahead is None else ahead + 1,
                 host=sub.host,
+                mode=sub.mode,
             )
         )
     reruns = (

@@ -92,6 +92,9 @@ def _judged(problem: Problem) -> dict[str, dict[str, list[dict]]]:
             problem=problem,
             problem_version=problem.version,
             submission__status=Submission.Status.DONE,
+            # Ranked runs only: a profile run's times are taken under the profiler, a test
+            # run has none, and every published number comes from ranked runs.
+            submission__mode=Submission.Mode.RANKED,
         )
         .exclude(ref_time_us=None)
         .order_by("-id")

@@ -2,12 +2,20 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from portal.ops.selectors import queue_rows
 from portal.submissions import broker
 from portal.submissions.admin_actions import log_each, with_reason
-from portal.submissions.models import ActiveSubmission, ProblemResult, Rerun, Submission
+from portal.submissions.models import (
+    ActiveSubmission,
+    Artifact,
+    ProblemResult,
+    Rerun,
+    Submission,
+)
 from portal.submissions.services import (
     rerun_queue,
     submission_cancel,
@@ -40,6 +48,29 @@ class ProblemResultInline(admin.TabularInline):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class ArtifactInline(admin.TabularInline):
+    """A host's files for the team; staff download them from the submission's page."""
+
+    model = Artifact
+    extra = 0
+    can_delete = False
+    fields = ["download", "media_type", "size", "truncated", "note", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="File")
+    def download(self, artifact: Artifact) -> str:
+        if not artifact.is_kept:
+            return f"{artifact.name} (deleted)"
+        url = reverse("submissions:artifact", args=[artifact.submission_id, artifact.name])
+        return format_html('<a href="{}">{}</a>', url, artifact.name)
 
 
 class SubmissionActions:
@@ -154,16 +185,18 @@ class SubmissionAdmin(SubmissionActions, admin.ModelAdmin):
         "team",
         "user",
         "bundle_name",
+        "mode",
         "profile",
         "status",
         "attempts",
         "host",
         "created_at",
         "finished_at",
+        "platform_fault",
         "disqualified",
         "example_label",
     ]
-    list_filter = ["status", "profile", DisqualifiedFilter, ExampleFilter]
+    list_filter = ["status", "mode", "profile", "platform_fault", DisqualifiedFilter, ExampleFilter]
     search_fields = [
         "id",
         "team__name",
@@ -174,7 +207,7 @@ class SubmissionAdmin(SubmissionActions, admin.ModelAdmin):
     ]
     list_select_related = ["team", "user"]
     date_hierarchy = "created_at"
-    inlines = [ProblemResultInline]
+    inlines = [ProblemResultInline, ArtifactInline]
     # Status changes go through the services (compare-and-set, enqueue on commit). The
     # example label is staff's to set or clear: a plain field that no service guards.
     readonly_fields = [f.name for f in Submission._meta.fields if f.name != "example_label"]
@@ -194,6 +227,7 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
     list_display = [
         "id",
         "team",
+        "mode",
         "profile",
         "status",
         "host",
@@ -203,7 +237,7 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
         "heartbeat_age",
         "waiting",
     ]
-    list_filter = ["status", "profile", "host"]
+    list_filter = ["status", "mode", "profile", "host"]
     list_select_related = ["team"]
     ordering = ["status", "host", "queued_at"]
     actions = ["requeue", "cancel"]

@@ -1,4 +1,5 @@
-"""What a stored bundle's download holds for someone outside its team.
+"""What a stored bundle's download holds for someone outside its team; and how a host's
+artifact is served to the team.
 
 Once a problem's solutions are public, anyone may download a bundle that passed it
 (SubmissionQuerySet.downloadable_by); but the bundle may also solve problems whose
@@ -14,11 +15,12 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.http import FileResponse, Http404
 from django.utils import timezone
 
 from evaluator.intake.bundle import BundleError, read_bundle
 from portal.problems.models import Problem
-from portal.submissions.models import Submission
+from portal.submissions.models import Artifact, Submission
 
 # Members of the filtered archive carry this date, not the time of the download: the same
 # public files give the same bytes.
@@ -59,3 +61,19 @@ def public_download(submission: Submission, *, now: datetime | None = None) -> D
             path = bundle.solutions[slug]
             archive.writestr(zipfile.ZipInfo(path, _MEMBER_DATE), bundle.files[path])
     return Download(f"submission-{submission.pk}-public.zip", buffer.getvalue())
+
+
+def artifact_response(artifact: Artifact) -> FileResponse:
+    """The artifact as an attachment of its recorded media type (one of the contract's
+    four, never HTML), with sniffing off: its bytes were made beside bundle code."""
+    if not artifact.is_kept:
+        raise Http404("The artifact's file was deleted with the run's other old data.")
+    try:
+        handle = artifact.file.open("rb")
+    except FileNotFoundError:
+        raise Http404("The artifact's file is gone.") from None
+    response = FileResponse(
+        handle, as_attachment=True, filename=artifact.name, content_type=artifact.content_type
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

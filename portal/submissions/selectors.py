@@ -3,14 +3,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Q
-from django.utils import timezone
 
-from portal.accounts.models import Team
 from portal.problems.models import Problem
 from portal.submissions.models import (
     ProblemResult,
@@ -89,79 +85,6 @@ def submission_result_lines(submission: Submission) -> list[ResultLine]:
     return lines
 
 
-QUOTA_WINDOW = timedelta(hours=24)
-
-
-def _clock(moment: datetime, now: datetime) -> str:
-    """14:05 UTC (in 2 h 5 min): the site's time zone, and how long that is from now."""
-    local = timezone.localtime(moment)
-    minutes = max(1, -(-int((moment - now).total_seconds()) // 60))  # rounded up
-    wait = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
-    day = "" if local.date() == timezone.localtime(now).date() else local.strftime("%b %-d ")
-    return f"{day}{local:%H:%M} {local.tzname()} (in {wait})"
-
-
-@dataclass(frozen=True)
-class SubmissionQuota:
-    """A team's use of its submission limits at one moment."""
-
-    used: int  # submissions created in the last QUOTA_WINDOW
-    limit: int
-    active: int  # queued or running now
-    active_limit: int
-    next_slot_at: datetime | None  # when `used` drops below `limit`; None while below it
-    now: datetime
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.limit - self.used)
-
-    @property
-    def summary(self) -> str:
-        text = f"{self.used} of {self.limit} submissions used in the last 24 hours"
-        if self.next_slot_at is not None:
-            text += f"; next slot at {_clock(self.next_slot_at, self.now)}"
-        return text + f". At most {self.active_limit} queued or running at once."
-
-    def refusal(self) -> str | None:
-        """Why one more submission is refused now, or None when it is welcome."""
-        if self.next_slot_at is not None:
-            return (
-                f"Your team has used its {self.limit} submissions of the last 24 hours; "
-                f"the next slot opens at {_clock(self.next_slot_at, self.now)}."
-            )
-        if self.active >= self.active_limit:
-            return (
-                f"Your team has {self.active} submissions queued or running, the most at once "
-                f"({self.active_limit}); submit again when one of them has finished."
-            )
-        return None
-
-
-def team_submission_quota(team: Team, *, now: datetime | None = None) -> SubmissionQuota:
-    """Every submission kept in the window counts, whatever its outcome (a refused bundle is
-    not kept, so it costs nothing); two queries."""
-    now = now or timezone.now()
-    limit = settings.PKB_SUBMISSIONS_PER_DAY
-    times = list(
-        Submission.objects.for_team(team)
-        .created_since(now - QUOTA_WINDOW)
-        .order_by("created_at")
-        .values_list("created_at", flat=True)
-    )
-    used = len(times)
-    # The slot frees when enough of the oldest ones leave the window.
-    next_slot_at = times[used - limit] + QUOTA_WINDOW if used >= limit else None
-    return SubmissionQuota(
-        used=used,
-        limit=limit,
-        active=Submission.objects.for_team(team).active().count(),
-        active_limit=settings.PKB_MAX_ACTIVE_SUBMISSIONS,
-        next_slot_at=next_slot_at,
-        now=now,
-    )
-
-
 def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
     """Once a problem's solutions are public: each team's fastest passing result, fastest
     first, with its submission and team (one query)."""
@@ -169,7 +92,11 @@ def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
         return []
     results = (
         ProblemResult.objects.passed()
-        .filter(problem=problem, submission__status=Submission.Status.DONE)
+        .filter(
+            problem=problem,
+            submission__status=Submission.Status.DONE,
+            submission__mode=Submission.Mode.RANKED,  # the others are the team's own
+        )
         .select_related("submission__team")
         .order_by("-speedup", "submission__finished_at", "pk")
     )

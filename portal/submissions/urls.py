@@ -11,5 +11,10 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.submission_detail, name="detail"),
     path("submissions/<int:pk>/status/", views.submission_status, name="status"),
     path("submissions/<int:pk>/bundle/", views.submission_bundle, name="bundle"),
+    path(
+        "submissions/<int:pk>/artifacts/<str:name>/",
+        views.submission_artifact,
+        name="artifact",
+    ),
     path("problems/<slug:slug>/solutions/", views.problem_solutions, name="solutions"),
 ]

@@ -9,18 +9,20 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
+from evaluator.contract import ARTIFACT_CAP_BYTES
 from evaluator.host.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
-from portal.submissions.downloads import Download, public_download
+from portal.submissions.downloads import Download, artifact_response, public_download
 from portal.submissions.forms import SubmissionForm
+from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
+from portal.submissions.quotas import SubmissionQuota, team_submission_quota
 from portal.submissions.selectors import (
     environment_facts,
     problem_public_solutions,
     submission_result_lines,
     team_recent_submissions,
-    team_submission_quota,
 )
 from portal.submissions.services import SubmissionError, submission_create
 
@@ -38,25 +40,41 @@ def submit(request: HttpRequest) -> HttpResponse:
         form = SubmissionForm(request.POST, request.FILES)
         if form.is_valid():
             try:
-                submission = submission_create(
-                    user=request.user, upload=form.cleaned_data["bundle"]
-                )
+                submission = submission_create(user=request.user, **form.cleaned_data_for_run())
             except SubmissionError as exc:
-                form.add_error("bundle", str(exc))
+                form.add_error(exc.field, str(exc))
             else:
+                notice = waiting_notice(submission.profile)
+                if notice:
+                    messages.warning(request, notice)
                 return redirect("submissions:detail", pk=submission.pk)
         status = 400
+    quota = team_submission_quota(team)
     return render(
         request,
         "submissions/submit.html",
         {
             "form": form,
             "team": team,
-            "quota": team_submission_quota(team),
+            "quota": quota,
+            "modes": _mode_choices(quota),
+            "offers": profile_offers(),
             "submissions": team_recent_submissions(team),
         },
         status=status,
     )
+
+
+def _mode_choices(quota: SubmissionQuota) -> list[dict]:
+    return [
+        {
+            "value": mode,
+            "label": Submission.Mode(mode).label,
+            "help": Submission.MODE_HELP[Submission.Mode(mode)],
+            "quota": quota[mode],
+        }
+        for mode in Submission.Mode.values
+    ]
 
 
 def _visible_submission(request: HttpRequest, pk: int) -> Submission:
@@ -65,11 +83,16 @@ def _visible_submission(request: HttpRequest, pk: int) -> Submission:
 
 
 def _detail_context(submission: Submission) -> dict:
+    artifacts = list(submission.artifacts.all())
     return {
         "submission": submission,
+        "artifacts": artifacts,
+        "has_trace": any(a.is_trace for a in artifacts),
+        "artifact_cap_mib": ARTIFACT_CAP_BYTES // (1024 * 1024),
         "lines": submission_result_lines(submission),
         "environment": environment_facts(submission.environment),
         "profile": get_profile(submission.profile),
+        "mode_help": Submission.MODE_HELP.get(submission.mode, ""),
     }
 
 
@@ -86,6 +109,15 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the detail page, polled by htmx while the evaluation runs."""
     submission = _visible_submission(request, pk)
     return render(request, "submissions/_status.html", _detail_context(submission))
+
+
+@login_required
+@require_safe
+def submission_artifact(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """A host's artifact of the submission (a profile run's trace or table), for its team
+    and staff; anyone else gets the 404 of the submission itself."""
+    submission = _visible_submission(request, pk)
+    return artifact_response(get_object_or_404(submission.artifacts, name=name))
 
 
 @require_safe

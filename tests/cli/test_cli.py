@@ -165,7 +165,8 @@ def test_submit_uploads_the_bundle(capsys, as_alice, alice, bundle):
     assert code == 0
     submission = Submission.objects.get()
     assert (submission.user, submission.bundle_name) == (alice, "kernels.zip")
-    assert f"Submitted #{submission.pk} for Alice's Kernels: 2 problem(s), queued." in err
+    expected = f"Submitted #{submission.pk} for Alice's Kernels: a ranked run on cpu, 2 problem(s)"
+    assert f"{expected}, queued." in err
 
 
 def test_a_bad_bundle_gets_the_sites_reason(capsys, as_alice, tmp_path, problems):
@@ -334,7 +335,7 @@ def test_a_team_past_its_limit_is_told_when_to_retry(
     SubmissionFactory(team=team, user=alice, done=True)
     code, _, err = run(capsys, "submit", str(bundle))
     assert code == 3
-    assert "used its 1 submissions of the last 24 hours" in err and "(retry after" in err
+    assert "used 1 of 1 ranked runs in the last 24 hours" in err and "(retry after" in err
 
 
 @pytest.mark.parametrize(

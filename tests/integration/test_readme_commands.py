@@ -199,6 +199,10 @@ README_COMMANDS = {
     ".venv/bin/pkb login --url http://127.0.0.1:8000": "{} --help",
     ".venv/bin/pkb problems": "{} --help",
     ".venv/bin/pkb submit bundle.zip --wait": "{} --help",
+    ".venv/bin/pkb submit bundle.zip --mode test --profile h200x4": "{} --help",
+    ".venv/bin/pkb profiles": "{} --help",
+    ".venv/bin/pkb quota": "{} --help",
+    ".venv/bin/pkb download 42 --to traces/": "{} --help",
     ".venv/bin/pkb status 42": "{} --help",
     ".venv/bin/pkb leaderboard --category collective --profile h200x4 --problem all-reduce": (
         "{} --help"

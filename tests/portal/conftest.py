@@ -6,7 +6,10 @@ team of his own, dana has no team, and admin is staff.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+import redis
 
 from evaluator.contract import EvaluationRequest
 from portal.accounts.models import Membership
@@ -34,6 +37,22 @@ def sent(monkeypatch) -> list[tuple[EvaluationRequest, str]]:
 
     monkeypatch.setattr(broker, "send_evaluation", record)
     return calls
+
+
+def _forget_liveness(client: redis.Redis) -> None:
+    keys = list(client.scan_iter("pkb:*"))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture
+def liveness_keys() -> Iterator[redis.Redis]:
+    """The liveness keys in the suite's own Redis database (a real Redis: the boundary the
+    sweeper, the pages and the hosts share), without those of an earlier test."""
+    client = broker.client()
+    _forget_liveness(client)
+    yield client
+    _forget_liveness(client)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.formats import duration_range_us, duration_us, quartiles
+from portal.formats import duration_range_us, duration_us, file_size, quartiles
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,11 @@ def test_a_range_takes_the_unit_of_its_high_end():
 def test_quartiles_as_the_judge_takes_them():
     assert quartiles([900.0, 980.0, 1000.0, 1020.0, 1500.0]) == (980.0, 1020.0)
     assert quartiles([5.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(71, "71 bytes"), (2048, "2.0 KiB"), (8 * 1024 * 1024, "8.0 MiB"), (None, "—")],
+)
+def test_file_sizes_are_in_binary_units_as_the_artifact_cap_is_said(size, text):
+    assert file_size(size) == text

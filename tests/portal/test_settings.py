@@ -87,6 +87,8 @@ def test_settings_load_with_a_secret_key_or_in_debug():
         # A live host must not look dead after one late heartbeat.
         ({"PKB_DEBUG": "1", "PKB_HEARTBEAT_S": "30"}, "at least 3 x PKB_HEARTBEAT_S"),
         ({"PKB_DEBUG": "1", "PKB_SWEEP_INTERVAL_S": "0"}, "PKB_SWEEP_INTERVAL_S"),
+        ({"PKB_DEBUG": "1", "PKB_TEST_RUNS_PER_DAY": "0"}, "PKB_TEST_RUNS_PER_DAY"),
+        ({"PKB_DEBUG": "1", "PKB_PROFILE_RUNS_PER_HOUR": "-1"}, "no hourly limit"),
     ],
 )
 def test_bad_values_fail_at_start_up(env, message):

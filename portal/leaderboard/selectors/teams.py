@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Q
 
 from portal.accounts.models import Team
@@ -190,6 +192,14 @@ class HistoryEntry:
     profile: str
     planned: int
     passed: int
+    mode: str = Submission.Mode.RANKED
+
+    @property
+    def is_ranked(self) -> bool:
+        return self.mode == Submission.Mode.RANKED
+
+    def get_mode_display(self) -> str:
+        return Submission.Mode(self.mode).label
 
     @property
     def passed_count(self) -> int:
@@ -200,23 +210,22 @@ class HistoryEntry:
         return Submission.Status(self.status).label
 
 
-def team_history(*, team: Team, limit: int = 50) -> list[HistoryEntry]:
-    """The team's latest submissions with their count of passed problems; one query."""
+def team_history(*, team: Team, viewer: Any = None, limit: int = 50) -> list[HistoryEntry]:
+    """The team's latest submissions with their count of passed problems; one query. Its
+    test, benchmark and profile runs only for its members and staff (`viewer`); others
+    (and no viewer) see its ranked runs."""
+    submissions = Submission.objects.for_team(team)
+    submissions = submissions.shown_on_team_page(viewer or AnonymousUser())
     rows = (
-        Submission.objects.for_team(team)
-        .annotate(passed=Count("results", filter=Q(results__status=ProblemResult.Status.PASSED)))
-        .values_list("id", "created_at", "finished_at", "status", "profile", "problems", "passed")
+        submissions.annotate(
+            passed=Count("results", filter=Q(results__status=ProblemResult.Status.PASSED))
+        )
+        .values_list(
+            "id", "created_at", "finished_at", "status", "profile", "problems", "passed", "mode"
+        )
         .order_by("-created_at", "-id")[:limit]
     )
     return [
-        HistoryEntry(
-            sid,
-            created,
-            finished,
-            status,
-            profile,
-            len(planned or []),
-            passed,
-        )
-        for sid, created, finished, status, profile, planned, passed in rows
+        HistoryEntry(sid, created, finished, status, profile, len(planned or []), passed, mode)
+        for sid, created, finished, status, profile, planned, passed, mode in rows
     ]

@@ -48,8 +48,8 @@ def _rank(status: str, flags: list, created_at: datetime, finished_at: datetime)
 
 
 def problem_best_submissions(*, problem: Problem) -> list[Submission]:
-    """Per team and hardware profile, the finished submission whose code counts on the
-    problem: its newest trusted pass, stale or not (disqualified ones left out: they never
+    """Per team and hardware profile, the finished ranked submission whose code counts on
+    the problem: its newest trusted pass, stale or not (disqualified ones left out: they never
     rank). Examples count apart, per label: an example never stands for its team's code.
 
     Judging an older, faster pass again instead would bring back, at the problem's new
@@ -57,6 +57,7 @@ def problem_best_submissions(*, problem: Problem) -> list[Submission]:
     """
     rows = ProblemResult.objects.filter(
         problem=problem,
+        submission__mode=Submission.Mode.RANKED,  # the others never count: nothing to redo
         submission__status=Submission.Status.DONE,
         submission__disqualified_at__isnull=True,
         submission__team__disqualified_at__isnull=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -24,6 +25,11 @@ from evaluator.contract import (
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, ProvisionalResult, ResultRun, Submission
+from portal.submissions.services.artifacts import (
+    artifact_files_delete,
+    artifacts_keep,
+    artifacts_read,
+)
 from portal.submissions.services.notifications import submission_judged_mail
 from portal.submissions.services.reported import MESSAGE_CAP_CHARS, json_safe, reported_fields
 from portal.submissions.services.reruns import (
@@ -172,8 +178,22 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
     return list(rows.values())
 
 
+def _record(submission: Submission, reported: list[ReportedResult], *, now: datetime) -> None:
+    results = ProblemResult.objects.bulk_create(_result_rows(submission, reported))
+    submission.provisional_results.all().delete()  # shown until now; these count
+    ResultRun.objects.bulk_create([first_run(r, judged_at=now) for r in results])
+    eid = str(submission.evaluation_id)
+    # A copy of the request redelivered later (its host died before acknowledging it) is
+    # then skipped by the host rather than judged again.
+    transaction.on_commit(lambda: broker.attempt_over(eid, reason="finished"))
+    # After the commit, so that the mail never says more than the page shows, and robust:
+    # the results are recorded whatever the mail server does.
+    transaction.on_commit(lambda: submission_judged_mail(submission_id=submission.pk), robust=True)
+
+
 def evaluation_finish(*, message: dict[str, Any]) -> bool:
-    """RUNNING (or QUEUED) -> DONE or FAILED with every result, in one transaction.
+    """RUNNING (or QUEUED) -> DONE or FAILED with every result and artifact, in one
+    transaction.
 
     False when the attempt is not the current one or is already finished: a duplicate or
     late message changes nothing.
@@ -184,38 +204,41 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
     except (KeyError, ValueError):
         raise ContractError(f"unknown outcome {message.get('outcome')!r}") from None
     reported = [ReportedResult.from_json(r) for r in message.get("results") or []]
+    artifacts = artifacts_read(evaluation_id=eid, data=message.get("artifacts"))
     reason = str(message.get("reason") or "")[:MESSAGE_CAP_CHARS]
     status = (
         Submission.Status.DONE if outcome is EvaluationOutcome.DONE else Submission.Status.FAILED
     )
+    # A host fails a whole evaluation only for its own reasons: the bundle passed the same
+    # checks at upload, and whatever its code does wrong (a compile error, a crash, a hang)
+    # is a problem's result in a DONE outcome. So a FAILED outcome (a host of another
+    # profile, the evaluator's exception, its time limit) is the platform's fault.
+    platform_fault = outcome is EvaluationOutcome.FAILED
     now = timezone.now()
-    with transaction.atomic():
-        # The conditional UPDATE is the lock: a concurrent duplicate waits for it, then finds
-        # the status changed and updates nothing.
-        finished = Submission.objects.filter(
-            evaluation_id=eid, status__in=Submission.ACTIVE
-        ).update(
-            status=status,
-            reason=reason,
-            environment=message.get("environment") or {},
-            finished_at=now,
-            heartbeat_at=now,
-            current_problem="",
-        )
-        if finished:
-            submission = Submission.objects.get(evaluation_id=eid)
-            results = ProblemResult.objects.bulk_create(_result_rows(submission, reported))
-            submission.provisional_results.all().delete()  # shown until now; these count
-            ResultRun.objects.bulk_create([first_run(r, judged_at=now) for r in results])
-            # A copy of the request redelivered later (its host died before acknowledging
-            # it) is then skipped by the host rather than judged again.
-            transaction.on_commit(lambda: broker.attempt_over(str(eid), reason="finished"))
-            # After the commit, so that the mail never says more than the page shows, and
-            # robust: the results are recorded whatever the mail server does.
-            transaction.on_commit(
-                lambda: submission_judged_mail(submission_id=submission.pk), robust=True
+    stored: list[str] = []
+    try:
+        with transaction.atomic():
+            # The conditional UPDATE is the lock: a concurrent duplicate waits for it, then
+            # finds the status changed and updates nothing.
+            finished = Submission.objects.filter(
+                evaluation_id=eid, status__in=Submission.ACTIVE
+            ).update(
+                status=status,
+                reason=reason,
+                platform_fault=platform_fault,
+                environment=message.get("environment") or {},
+                finished_at=now,
+                heartbeat_at=now,
+                current_problem="",
             )
-            return True
+            if finished:
+                submission = Submission.objects.get(evaluation_id=eid)
+                _record(submission, reported, now=now)
+                stored = artifacts_keep(submission=submission, artifacts=artifacts)
+                return True
+    except BaseException:
+        artifact_files_delete(stored)  # their rows went with the transaction
+        raise
     # Not a submission's attempt: perhaps a re-run for the ranking (services/reruns.py).
     if rerun_finish(evaluation_id=eid, outcome=outcome, reported=reported, reason=reason):
         return True

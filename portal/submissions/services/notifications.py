@@ -29,10 +29,12 @@ def _message(submission: Submission, to: str) -> mail.EmailMessage:
         "passed": passed,
         "url": settings.PKB_SITE_URL + reverse("submissions:detail", args=[submission.pk]),
     }
+    # A ranked run is the default and says nothing more; the others say what they were.
+    run = "" if submission.is_ranked else f" ({submission.get_mode_display().lower()} run)"
     subject = (
-        f"Submission #{submission.pk} judged: {passed} of {len(results)} passed"
+        f"Submission #{submission.pk}{run} judged: {passed} of {len(results)} passed"
         if submission.status == Submission.Status.DONE
-        else f"Submission #{submission.pk} failed"
+        else f"Submission #{submission.pk}{run} failed"
     )
     body = render_to_string("submissions/mail/judged.txt", context)
     return mail.EmailMessage(subject, body, to=[to])

@@ -63,8 +63,9 @@ def rerun_queue(
     *, submission: Submission, problem: Problem, reason: str, requested_by: User | None = None
 ) -> Rerun | None:
     """Queue one more judged run of a finished submission's result on `problem`, or None
-    when it has no such result or a re-run of it is already queued or running."""
-    if submission.status != Submission.Status.DONE:
+    when it has no such result, is no ranked run (a re-run is for the ranking, which the
+    others never enter) or a re-run of it is already queued or running."""
+    if submission.status != Submission.Status.DONE or not submission.is_ranked:
         return None
     if not ProblemResult.objects.filter(submission=submission, problem=problem).exists():
         return None

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluator.contract import EvaluationRequest
+from evaluator.contract import EvaluationRequest, Mode
 from evaluator.host.profiles import get_profile
 from evaluator.intake.bundle import Bundle, BundleError, read_bundle
 from portal.accounts.models import Team
@@ -21,14 +21,21 @@ from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.digests import code_digests
+from portal.submissions.hardware import UnknownProfile, check_profile
 from portal.submissions.models import EXAMPLE_LABEL_MAX, ProblemResult, Submission
-from portal.submissions.selectors import team_submission_quota
+from portal.submissions.quotas import team_submission_quota
+from portal.submissions.services.artifacts import artifacts_discard
 
 logger = logging.getLogger(__name__)
 
 
 class SubmissionError(Exception):
-    """A submission that cannot be accepted; the message is meant for the user."""
+    """A submission that cannot be accepted; the message is meant for the user, `field` is
+    the form's field it is about."""
+
+    def __init__(self, message: str, *, field: str = "bundle"):
+        super().__init__(message)
+        self.field = field
 
 
 def _read_upload(upload: UploadedFile) -> bytes:
@@ -75,7 +82,7 @@ def _read_checked_bundle(filename: str, data: bytes, *, profile: str) -> Bundle:
     return bundle
 
 
-def _check_limits(team: Team, *, example: bool = False) -> None:
+def _check_limits(team: Team, *, mode: str, example: bool = False) -> None:
     if team.is_disqualified:
         raise SubmissionError(
             f"Your team is disqualified ({team.disqualification_reason}); "
@@ -83,9 +90,26 @@ def _check_limits(team: Team, *, example: bool = False) -> None:
         )
     if example:
         return  # the quota shares hosts fairly between competing teams; examples are staff's
-    refusal = team_submission_quota(team).refusal()
+    refusal = team_submission_quota(team).refusal(mode)
     if refusal:
         raise SubmissionError(refusal)
+
+
+def _check_profile_case(slugs: list[str], case: str) -> None:
+    """A case to profile must be a public (dev) case of every problem of the bundle: a
+    trace of an unpublished eval case would reveal its shapes, so none is ever named here."""
+    if not case:
+        return
+    cases = Problem.objects.filter(slug__in=slugs).values_list("slug", "public_cases")
+    for slug, public in cases:
+        names = [c.get("name") for c in public or [] if isinstance(c, dict)]
+        if case not in names:
+            raise SubmissionError(
+                f"{case!r} is not a public case of {slug}; its public cases: "
+                f"{', '.join(map(str, names)) or 'none'}. Only public (dev) cases can be "
+                "profiled; leave it empty and the host picks one.",
+                field="profile_case",
+            )
 
 
 def _problem_versions(slugs: list[str]) -> dict[str, int]:
@@ -113,45 +137,81 @@ def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -
             bundle_name=submission.bundle_name,
             bundle=data,
             problems=list(submission.problems),
+            mode=Mode(submission.mode),
+            profile_case=submission.profile_case,
         )
         broker.send_evaluation(request, queue=get_profile(submission.profile).queue)
 
     transaction.on_commit(send, robust=True)
 
 
-def _check_example_label(user: User, label: str) -> str:
+def _check_example_label(user: User, label: str, *, mode: str) -> str:
     label = label.strip()
     if label and not user.is_staff:
         raise SubmissionError("Only staff may submit an example.")
+    if label and mode != Submission.Mode.RANKED:
+        raise SubmissionError("An example is a ranked run: it is shown on the boards.")
     if len(label) > EXAMPLE_LABEL_MAX:
         raise SubmissionError(f"An example's label has at most {EXAMPLE_LABEL_MAX} characters.")
     return label
 
 
-def submission_create(*, user: User, upload: UploadedFile, example_label: str = "") -> Submission:
+def _check_run(mode: str, profile: str | None, profile_case: str) -> tuple[str, str, str]:
+    """The run asked for, checked (the form checks the same for its pages and the API)."""
+    if mode not in Submission.Mode.values:
+        raise SubmissionError(
+            f"Unknown mode {mode!r}; one of: {', '.join(Submission.Mode.values)}.", field="mode"
+        )
+    try:
+        profile = check_profile(profile or settings.PKB_SUBMISSION_PROFILE)
+    except UnknownProfile as exc:
+        raise SubmissionError(str(exc), field="profile") from None
+    case = profile_case.strip()
+    if case and mode != Submission.Mode.PROFILE:
+        raise SubmissionError("A case to profile is for profile runs only.", field="profile_case")
+    return mode, profile, case
+
+
+def submission_create(
+    *,
+    user: User,
+    upload: UploadedFile,
+    example_label: str = "",
+    mode: str = Submission.Mode.RANKED,
+    profile: str | None = None,
+    profile_case: str = "",
+) -> Submission:
     """Check, store and queue a bundle for the user's team, or raise SubmissionError.
 
+    `mode`: what the host does with it (Submission.Mode; only ranked runs count on the
+    boards), within the team's quota of that mode. `profile`: the hardware it is judged on
+    (default PKB_SUBMISSION_PROFILE); one without a worker now is accepted and waits.
+    `profile_case`: for a profile run, the public case to profile ("": the host picks).
     `example_label`: staff's example bundle, shown on the boards under that label and never
     ranked (Submission.example_label); judged like any other, outside the team's quota.
     Must not run inside a transaction (no ATOMIC_REQUESTS): it owns the commit that makes
     the stored file and the row appear together.
     """
-    example_label = _check_example_label(user, example_label)
+    mode, profile, profile_case = _check_run(mode, profile, profile_case)
+    example_label = _check_example_label(user, example_label, mode=mode)
     team = team_of(user)
     if team is None:
         raise SubmissionError("Join or create a team before submitting.")
     example = bool(example_label)
-    _check_limits(team, example=example)  # before reading the bundle: a refusal costs nothing
-    profile = settings.PKB_SUBMISSION_PROFILE
+    # Before reading the bundle: a refusal costs nothing.
+    _check_limits(team, mode=mode, example=example)
     data = _read_upload(upload)
     filename = os.path.basename(upload.name or "bundle")[:255]
     bundle = _read_checked_bundle(filename, data, profile=profile)
+    _check_profile_case(sorted(bundle.solutions), profile_case)
     submission = Submission(
         team=team,
         user=user,
         bundle_name=filename,
         bundle_sha256=hashlib.sha256(data).hexdigest(),
         profile=profile,
+        mode=mode,
+        profile_case=profile_case,
         problems=sorted(bundle.solutions),
         code_digests=code_digests(bundle),
         status=Submission.Status.QUEUED,
@@ -165,7 +225,7 @@ def submission_create(*, user: User, upload: UploadedFile, example_label: str = 
             # The team's row is the lock that serialises its submissions: two uploads at
             # once must not both take the last slot.
             team = Team.objects.select_for_update().get(pk=team.pk)
-            _check_limits(team, example=example)
+            _check_limits(team, mode=mode, example=example)
             submission.problem_versions = _problem_versions(submission.problems)
             submission.bundle.save(filename, ContentFile(data), save=False)
             submission.save()
@@ -175,9 +235,11 @@ def submission_create(*, user: User, upload: UploadedFile, example_label: str = 
             submission.bundle.storage.delete(submission.bundle.name)
         raise
     logger.info(
-        "submission %s queued: team %s, %s%s",
+        "submission %s queued: team %s, %s run on %s, %s%s",
         submission.pk,
         team.slug,
+        mode,
+        profile,
         submission.problems,
         f", example {example_label!r}" if example else "",
     )
@@ -208,6 +270,7 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
         if not updated:
             return False  # changed under us (finished, requeued): the caller's view is stale
         ProblemResult.objects.filter(submission_id=submission.pk).delete()
+        artifacts_discard(submission=submission)
         submission.refresh_from_db()
         transaction.on_commit(
             lambda: broker.attempt_over(old_id, reason="superseded by a new attempt"),

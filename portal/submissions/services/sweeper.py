@@ -8,6 +8,9 @@
   the queue is long; within 3 heartbeats and a sweep.
 - A queued submission whose hardware profile has had no worker for PKB_NO_WORKER_WAIT_S
   fails with that reason.
+
+Both failures are the platform's, never the bundle's: they are marked so
+(`Submission.platform_fault`) and give the team its quota's slot back.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class SweepReport:
 def _fail(submission: Submission, *, status: str, reason: str, now: datetime) -> bool:
     failed = Submission.objects.filter(
         pk=submission.pk, evaluation_id=submission.evaluation_id, status=status
-    ).update(status=Submission.Status.FAILED, reason=reason, finished_at=now)
+    ).update(status=Submission.Status.FAILED, reason=reason, finished_at=now, platform_fault=True)
     if failed:
         broker.attempt_over(str(submission.evaluation_id), reason="failed")
     return bool(failed)

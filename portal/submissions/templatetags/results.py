@@ -5,15 +5,19 @@ from __future__ import annotations
 import math
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from portal import formats
 from portal.formats import DASH
 from portal.formats import is_number as _is_number
+from portal.submissions.models import Submission
 
 register = template.Library()
 
 # The site's and pkb's one convention for times (portal/formats.py).
 duration_us = register.filter("duration_us", formats.duration_us)
+file_size = register.filter("file_size", formats.file_size)
 
 
 @register.filter
@@ -104,3 +108,15 @@ def status_label(submission: object) -> str:
     if status == "running" and phase == "compiling":
         return "Compiling"
     return submission.get_status_display()  # type: ignore[attr-defined]
+
+
+@register.filter
+def mode_badge(submission: object) -> SafeString:
+    """The run's mode as a badge, "ranked" included: every list says which runs count."""
+    mode = str(_field(submission, "mode") or Submission.Mode.RANKED)
+    known = mode in Submission.Mode.values
+    label = Submission.Mode(mode).label if known else mode
+    title = Submission.MODE_HELP[Submission.Mode(mode)] if known else ""
+    return format_html(
+        '<span class="badge mode mode-{}" title="{}">{}</span>', mode, title, label.lower()
+    )

@@ -142,4 +142,4 @@ def test_the_team_page_shows_the_submission_quota(client, alice, team, settings)
     settings.PKB_SUBMISSIONS_PER_DAY = 10
     SubmissionFactory(team=team, user=alice, done=True)
     client.force_login(alice)
-    assert "1 of 10 submissions used in the last 24 hours" in client.get(TEAM_URL).content.decode()
+    assert "1 of 10 ranked runs used in the last 24 hours" in client.get(TEAM_URL).content.decode()

@@ -199,7 +199,7 @@ def test_a_team_at_its_daily_limit_gets_a_429_with_retry_after(
     SubmissionFactory(team=team, user=alice, done=True)
     response = alice_api.post(reverse("api:submissions"), {"bundle": submission_bundle})
     assert response.status_code == 429
-    assert "used its 1 submissions of the last 24 hours" in response.json()["detail"]
+    assert "used 1 of 1 ranked runs in the last 24 hours" in response.json()["detail"]
     assert 23 * 3600 < int(response["Retry-After"]) <= 24 * 3600
     assert Submission.objects.count() == 1
 

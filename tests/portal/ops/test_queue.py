@@ -148,3 +148,12 @@ def test_a_queued_submission_says_its_place_in_line(client, alice, team, keys):
     client.force_login(alice)
     html = client.get(reverse("submissions:status", args=[mine.pk])).content.decode()
     assert '<span class="queue-place">2nd in line</span>' in html
+
+
+def test_a_teams_own_runs_in_the_queue_say_their_mode(client, alice, team):
+    test_run = SubmissionFactory(team=team, user=alice, mode="test")
+    client.force_login(alice)
+    [place] = cpu_row(client)["yours"]
+    assert (place["submission"], place["mode"]) == (test_run.pk, "test")
+    page = client.get(reverse("ops:queue")).content.decode()
+    assert f"#{test_run.pk}</a> (test run): 1st in line" in page

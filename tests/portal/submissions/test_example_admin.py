@@ -24,7 +24,12 @@ def passed(team, admin, problems):
 
 def _change(client, submission, label: str):
     url = reverse("admin:submissions_submission_change", args=[submission.pk])
-    inline = {"results-TOTAL_FORMS": "0", "results-INITIAL_FORMS": "0"}
+    inline = {
+        "results-TOTAL_FORMS": "0",
+        "results-INITIAL_FORMS": "0",
+        "artifacts-TOTAL_FORMS": "0",
+        "artifacts-INITIAL_FORMS": "0",
+    }
     return client.post(url, {"example_label": label, **inline})
 
 
@@ -54,6 +59,8 @@ def test_the_other_fields_stay_read_only(client, admin, passed):
             "status": "queued",
             "results-TOTAL_FORMS": "0",
             "results-INITIAL_FORMS": "0",
+            "artifacts-TOTAL_FORMS": "0",
+            "artifacts-INITIAL_FORMS": "0",
         },
     )
     passed.refresh_from_db()

@@ -66,6 +66,7 @@ def test_a_failed_evaluation_is_mailed_with_its_reason(
     [sent] = mail.outbox
     assert sent.subject == f"Submission #{submission.pk} failed"
     assert "could not be judged: CUDA code needs a GPU host" in sent.body
+    assert "the platform's fault, not the bundle's: the run does not count against" in sent.body
 
 
 def test_a_duplicate_finished_message_sends_nothing_more(
@@ -101,3 +102,14 @@ def test_a_mail_server_that_refuses_never_fails_the_recording(
     assert submission.status == Submission.Status.DONE
     assert submission.results.get().speedup == 1.5
     assert "the 'judged' mail was not sent" in caplog.text
+
+
+def test_a_run_of_another_mode_says_so(
+    team, alice, problems, addresses, django_capture_on_commit_callbacks
+):
+    benchmark = SubmissionFactory(team=team, user=alice, running=True, mode="benchmark")
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(benchmark.evaluation_id, passed("all-reduce", 2.0))
+    [sent] = mail.outbox
+    assert sent.subject == f"Submission #{benchmark.pk} (benchmark run) judged: 1 of 1 passed"
+    assert "(a benchmark run, for your team only: never ranked)" in sent.body
