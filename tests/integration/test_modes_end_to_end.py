@@ -3,6 +3,7 @@ full, the portal records it, and it reaches no board (issue 26)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,27 @@ def test_a_benchmark_run_is_judged_in_full_and_ranks_nowhere(client, workers):
     assert team_standing(team=team, profile="cpu").best == []
     page = client.get(reverse("submissions:detail", args=[submission.pk])).content.decode()
     assert "mode-benchmark" in page and "never ranked" in page
+
+
+def test_a_profile_run_leaves_a_trace_the_team_can_open(client, workers):
+    problems_sync()
+    alice = get_user_model().objects.create_user("alice", password="x-very-secret-1")
+    team_create(owner=alice, name="Alice's Kernels")
+    client.force_login(alice)
+    upload = SimpleUploadedFile("all-reduce.py", ALL_REDUCE.read_bytes())
+    response = client.post(
+        reverse("submissions:submit"), {"bundle": upload, "mode": "profile", "profile": "cpu"}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+    submission = _wait_until_finished(Submission.objects.get().pk, workers)
+    assert (submission.status, submission.mode) == (Submission.Status.DONE, "profile")
+    names = set(submission.artifacts.values_list("name", flat=True))
+    assert {"all-reduce.rank0.trace.json", "all-reduce.summary.md"} <= names, names
+    trace = client.get(
+        reverse("submissions:artifact", args=[submission.pk, "all-reduce.rank0.trace.json"])
+    )
+    assert trace.status_code == 200 and "attachment" in trace["Content-Disposition"]
+    events = json.loads(b"".join(trace.streaming_content))["traceEvents"]  # Chrome trace JSON
+    assert any(e.get("name") == "pkb.solution" for e in events)
+    assert [r.team_name for r in leaderboard_rows(profile="cpu") if r.is_ranked] == []
