@@ -164,9 +164,7 @@ class RankPools:
                 trusted = self.trusted_ctx
                 self.judge.launch(trusted, judge_main, self._setups("judge", judges))
                 ends = [(r[1],) for r in to_references]
-                self.reference.launch(
-                    self._reference_context(), reference_main, self._setups("reference", ends)
-                )
+                self._launch_references(ends)
             else:
                 self._rewire_judges([c[0] for c in to_candidates])
             for rank in range(self.world_size):
@@ -191,15 +189,22 @@ class RankPools:
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
 
-    def _reference_context(self) -> Any:
-        """On GPUs the reference's runner starts as the candidate's does, a fresh
-        interpreter. Forked from the server that imported torch, it ran launch-bound calls
-        slower than the candidate's runner: the reference judged as the candidate read
-        1.04x at 64K on 2x H200, 1.02x with both spawned (the cause is not proven;
-        copy-on-write pages after the fork are the likely one;
-        docs/measurements/2026-11-26-reference-start-h200x2.md). CPU hosts keep the fork:
-        their readings are wider than that, and a spawn costs a torch import per rank."""
-        return self.ctx if self.backend == "nccl" else self.trusted_ctx
+    def _launch_references(self, ends: list[tuple[Connection]]) -> None:
+        """On GPUs the reference's runner starts as the candidate's does: a fresh
+        interpreter, exec'd by a launcher with the same scrubbed environment block (as the
+        worker's user, in no sandbox). Forked from the judges' server, or spawned with the
+        worker's whole environment, the same code read 1.04-1.10x against itself at 64K
+        (2x H200 and one H200; docs/measurements/2026-11-26-h200x2.md): a process's
+        start (its pages, the size of its environment) moves launch-bound calls by
+        several percent. CPU hosts keep the fork: their readings are wider than that, and
+        a spawn costs a torch import per rank."""
+        setups = self._setups("reference", ends)
+        if self.backend != "nccl":
+            self.reference.launch(self.trusted_ctx, reference_main, setups)
+            return
+        launcher = str(sandbox.launcher(self.scratch / "reference", None))
+        with sandbox.spawning_with(launcher):
+            self.reference.launch(self.ctx, reference_main, setups)
 
     def _setups(self, kind: str, peers: Sequence[tuple[Connection, ...]]) -> list[tuple[RankSetup]]:
         candidate = kind == "candidate"
