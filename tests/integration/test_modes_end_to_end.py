@@ -22,19 +22,25 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 ALL_REDUCE = Path(__file__).resolve().parents[2] / "examples" / "pytorch" / "all-reduce.py"
 
 
-def test_a_benchmark_run_is_judged_in_full_and_ranks_nowhere(client, workers):
+def _judged(client, workers, mode: str):
+    """The team and its submission of the example's all-reduce in `mode`, uploaded through
+    the site and judged by the workers."""
     problems_sync()
     alice = get_user_model().objects.create_user("alice", password="x-very-secret-1")
     team = team_create(owner=alice, name="Alice's Kernels")
     client.force_login(alice)
     upload = SimpleUploadedFile("all-reduce.py", ALL_REDUCE.read_bytes())
     response = client.post(
-        reverse("submissions:submit"), {"bundle": upload, "mode": "benchmark", "profile": "cpu"}
+        reverse("submissions:submit"), {"bundle": upload, "mode": mode, "profile": "cpu"}
     )
     assert response.status_code == 302, response.content.decode()[:2000]
-
     submission = _wait_until_finished(Submission.objects.get().pk, workers)
-    assert (submission.status, submission.mode) == (Submission.Status.DONE, "benchmark")
+    assert (submission.status, submission.mode) == (Submission.Status.DONE, mode)
+    return team, submission
+
+
+def test_a_benchmark_run_is_judged_in_full_and_ranks_nowhere(client, workers):
+    team, submission = _judged(client, workers, "benchmark")
     [result] = submission.results.all()
     assert result.status == "passed" and result.speedup and result.time_us
 
@@ -45,18 +51,7 @@ def test_a_benchmark_run_is_judged_in_full_and_ranks_nowhere(client, workers):
 
 
 def test_a_profile_run_leaves_a_trace_the_team_can_open(client, workers):
-    problems_sync()
-    alice = get_user_model().objects.create_user("alice", password="x-very-secret-1")
-    team_create(owner=alice, name="Alice's Kernels")
-    client.force_login(alice)
-    upload = SimpleUploadedFile("all-reduce.py", ALL_REDUCE.read_bytes())
-    response = client.post(
-        reverse("submissions:submit"), {"bundle": upload, "mode": "profile", "profile": "cpu"}
-    )
-    assert response.status_code == 302, response.content.decode()[:2000]
-
-    submission = _wait_until_finished(Submission.objects.get().pk, workers)
-    assert (submission.status, submission.mode) == (Submission.Status.DONE, "profile")
+    _, submission = _judged(client, workers, "profile")
     names = set(submission.artifacts.values_list("name", flat=True))
     assert {"all-reduce.rank0.trace.json", "all-reduce.summary.md"} <= names, names
     trace = client.get(
