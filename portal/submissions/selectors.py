@@ -140,12 +140,13 @@ class SubmissionQuota:
 
 def team_submission_quota(team: Team, *, now: datetime | None = None) -> SubmissionQuota:
     """Every submission kept in the window counts, whatever its outcome (a refused bundle is
-    not kept, so it costs nothing); two queries."""
+    not kept, so it costs nothing); two queries. A model entry's samples have a quota of
+    their own (portal/entries) and take nothing from the team's."""
     now = now or timezone.now()
     limit = settings.PKB_SUBMISSIONS_PER_DAY
+    own = Submission.objects.for_team(team).filter(entry_sample__isnull=True)
     times = list(
-        Submission.objects.for_team(team)
-        .created_since(now - QUOTA_WINDOW)
+        own.created_since(now - QUOTA_WINDOW)
         .order_by("created_at")
         .values_list("created_at", flat=True)
     )
@@ -155,7 +156,7 @@ def team_submission_quota(team: Team, *, now: datetime | None = None) -> Submiss
     return SubmissionQuota(
         used=used,
         limit=limit,
-        active=Submission.objects.for_team(team).active().count(),
+        active=own.active().count(),
         active_limit=settings.PKB_MAX_ACTIVE_SUBMISSIONS,
         next_slot_at=next_slot_at,
         now=now,
@@ -194,6 +195,7 @@ class Fact:
 
 # The fingerprint's keys in the order a reader compares two hosts; the rest follow as sent.
 _FACT_LABELS = {
+    "evaluator": "Evaluator",
     "driver": "Driver",
     "cuda": "CUDA",
     "torch": "PyTorch",
