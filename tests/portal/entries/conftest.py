@@ -7,6 +7,12 @@ import datetime
 import pytest
 
 from portal.entries.services import entry_register
+from tests.portal.api.conftest import (  # noqa: F401  (the API's fixtures)
+    _fresh_throttle_counters,
+    alice_api,
+    api,
+    charlie_api,
+)
 
 
 @pytest.fixture

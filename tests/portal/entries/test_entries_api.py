@@ -12,13 +12,7 @@ from django.utils import timezone
 
 from portal.entries import export
 from portal.leaderboard import freshness
-from tests.portal.api.conftest import (  # noqa: F401  (fixtures)
-    _fresh_throttle_counters,
-    alice_api,
-    api,
-    charlie_api,
-    token_client,
-)
+from tests.portal.api.conftest import token_client
 from tests.portal.bundles import solving, upload
 from tests.portal.entries.helpers import three_samples, wrong
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory
