@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -20,7 +21,7 @@ from tests.portal.judging import finish, judged, passed
 
 pytestmark = pytest.mark.django_db
 
-CHARLIES_CODE = "def solution(x):  # charlie's secret kernel\n    return x.clone()\n"
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)
@@ -246,3 +247,9 @@ def test_a_batch_token_of_the_team_works_unattended(bob, entry):
         f"/api/entries/{entry.slug}/samples/", samples(solving("all-gather")), format="multipart"
     )
     assert response.status_code == 201
+
+
+def test_docs_list_every_column_of_the_dataset():
+    documented = (REPO / "docs" / "dataset.md").read_text()
+    for column in export.COLUMNS:
+        assert f"| `{column.name}` |" in documented, column.name
