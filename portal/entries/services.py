@@ -178,7 +178,14 @@ def _check_attempts(entry: Entry, checked: list[_Checked]) -> Counter[str]:
 
 
 def _store_sample(
-    entry: Entry, batch: EntryBatch, checked: _Checked, *, user: User, number: int, sent: Counter
+    entry: Entry,
+    batch: EntryBatch,
+    checked: _Checked,
+    *,
+    user: User,
+    number: int,
+    sent: Counter,
+    saved: list[str],
 ) -> EntrySample:
     slugs = sorted(checked.bundle.solutions)
     submission = Submission(
@@ -194,6 +201,7 @@ def _store_sample(
         problem_versions=_problem_versions(slugs),
     )
     submission.bundle.save(checked.filename, ContentFile(checked.data), save=False)
+    saved.append(submission.bundle.name or "")
     submission.save()
     sample = EntrySample.objects.create(
         entry=entry, batch=batch, submission=submission, number=number
@@ -226,6 +234,7 @@ def entry_samples_submit(
     checked = _check_samples(uploads, profile=settings.PKB_SUBMISSION_PROFILE)
     _check_attempts(entry, checked)
     stored: list[EntrySample] = []
+    saved: list[str] = []  # files stored so far: removed again if the batch fails
     try:
         with transaction.atomic(durable=True):
             # The entry's row serialises its batches: two at once must not both take a
@@ -237,13 +246,17 @@ def entry_samples_submit(
             first = (
                 entry.samples.order_by("-number").values_list("number", flat=True).first()
             ) or 0
-            for offset, sample in enumerate(checked, start=1):
+            for offset, one in enumerate(checked, start=1):
+                number = first + offset
                 stored.append(
-                    _store_sample(entry, batch, sample, user=user, number=first + offset, sent=sent)
+                    _store_sample(
+                        entry, batch, one, user=user, number=number, sent=sent, saved=saved
+                    )
                 )
     except BaseException:
-        for sample in stored:
-            sample.submission.bundle.storage.delete(sample.submission.bundle.name)
+        storage = Submission._meta.get_field("bundle").storage
+        for name in filter(None, saved):
+            storage.delete(name)
         raise
     logger.info(
         "entry %s: batch %s of %d samples queued (%s)",

@@ -200,3 +200,36 @@ def test_a_wrong_answer_only_entry_shows_with_zero(alice, entry):
     judge(batch.samples.get(), wrong("all-gather"))
     (row,) = [r for r in build_leaderboard(profile="cpu").rows if r.is_entry]
     assert row.score.fast_0 == 0.0 and row.score.geomean is None
+
+
+def test_a_batch_that_fails_while_stored_leaves_no_file_behind(alice, entry, settings, monkeypatch):
+    from portal.entries import services
+
+    real = services._store_sample
+
+    def fail_on_the_second(*args, number, **kwargs):
+        if number == 2:
+            raise RuntimeError("the disk is full")
+        return real(*args, number=number, **kwargs)
+
+    monkeypatch.setattr(services, "_store_sample", fail_on_the_second)
+    with pytest.raises(RuntimeError):
+        send(alice, entry, solving("all-reduce"), solving("all-gather"))
+    assert not Submission.objects.exists() and not EntrySample.objects.exists()
+    assert not list((settings.MEDIA_ROOT / "submissions").rglob("*.zip"))
+
+
+def test_the_board_reads_the_entries_in_constant_queries(alice, team, problems):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for size in (1, 4):
+        while Entry.objects.count() < size:
+            made = register(alice, name=f"Model {Entry.objects.count()}", samples_per_problem=3)
+            three_samples(alice, made)
+        with CaptureQueriesContext(connection) as queries:
+            build_leaderboard(profile="cpu")
+        counts.append(len(queries))
+    # problems, counted results, entries, their attempts with their results
+    assert counts == [4, 4]
