@@ -12,6 +12,7 @@ not the sample) and cancelled attempts keep their declared slot and are not judg
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -528,3 +529,49 @@ def entries_with_scores(
     scope = scope_of(profile)
     scored = [(e, entry_scores(e, by_entry[e.pk], scope)) for e in by_id.values()]
     return sorted(scored, key=lambda pair: (-(pair[1].pass_at_1 or 0.0), pair[0].name.lower()))
+
+
+@dataclass(frozen=True)
+class ProblemEntryRow:
+    """An entry's samples on one problem, for the problem's page."""
+
+    entry: Entry
+    score: ProblemScore
+    median_speedup: float | None  # of its passed samples: what a passing sample reaches
+
+    @property
+    def pass_at_1(self) -> float | None:
+        return self.score.at(1, self.score.c)
+
+    @property
+    def pass_at_k(self) -> float | None:
+        return self.score.at(self.entry.k, self.score.c)
+
+    @property
+    def fast_1_at_1(self) -> float | None:
+        return self.score.at(1, self.score.f)
+
+    @property
+    def fast_1_at_k(self) -> float | None:
+        return self.score.at(self.entry.k, self.score.f)
+
+
+def problem_entry_rows(*, problem_id: int, profile: str) -> list[ProblemEntryRow]:
+    """The entries with a judged sample of the problem on the profile, best pass@1 first;
+    one query, two with entries (three when some sample was re-run)."""
+    entries = {e.pk: e for e in Entry.objects.in_good_standing().select_related("team")}
+    if not entries:
+        return []
+    by_entry: dict[int, list[AttemptRow]] = defaultdict(list)
+    for a in entry_attempts(list(entries), profile=profile):
+        if a.problem_id == problem_id:
+            by_entry[a.entry_id].append(a)
+    rows = []
+    for eid, attempts in by_entry.items():
+        (score,) = problem_scores(attempts).values()
+        if score.n == 0:
+            continue
+        speedups = sorted(a.speedup for a in attempts if a.passed and a.speedup is not None)
+        median = statistics.median(speedups) if speedups else None
+        rows.append(ProblemEntryRow(entries[eid], score, median))
+    return sorted(rows, key=lambda r: (-(r.pass_at_1 or 0.0), r.entry.name.lower()))

@@ -233,3 +233,11 @@ def test_the_board_reads_the_entries_in_constant_queries(alice, team, problems):
         counts.append(len(queries))
     # problems, counted results, entries, their attempts with their results
     assert counts == [4, 4]
+
+
+def test_the_problem_page_shows_the_entries_beside_the_ranking(client, alice, entry):
+    three_samples(alice, entry)
+    page = client.get("/problems/all-reduce/").content.decode()
+    assert 'id="problem-entries"' in page and 'data-entry="claude-kernels"' in page
+    assert "67%" in page  # pass@1: 2 of 3
+    assert client.get("/problems/all-gather/").content.decode().count("problem-entries") == 0
