@@ -157,8 +157,6 @@ def _report(submission: dict) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     if args.entry or args.samples:
         return cmd_submit_samples(args)
-    if not args.bundle:
-        raise UsageError("give a bundle, or --entry NAME --samples DIR")
     bundle = Path(args.bundle)
     if not bundle.is_file():
         raise UsageError(f"{bundle}: no such file")
@@ -438,7 +436,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command == "submit" and not (args.bundle or args.entry or args.samples):
+        top.error("submit needs a bundle, or --entry NAME --samples DIR")
     try:
         return args.run(args)
     except UsageError as exc:

@@ -29,7 +29,7 @@ from portal.entries.services import EntryError, entry_register, entry_samples_su
 from portal.problems.models import Category
 
 KIND_PARAMETER = OpenApiParameter("kind", OpenApiTypes.STR, enum=Kind.values)
-DATASET = OpenApiResponse(
+_DATASET = OpenApiResponse(
     response=OpenApiTypes.BINARY,
     description="The results dataset as a file: text/csv, or Parquet "
     "(application/vnd.apache.parquet), one row per attempt of an entry and per counted "
@@ -38,6 +38,8 @@ DATASET = OpenApiResponse(
     "the results the boards show, no messages or logs, code only where the problem's "
     "solutions are public.",
 )
+# Either, by the path's format: each documented with its media type.
+DATASET = {(200, media.split(";")[0]): _DATASET for media in export.MEDIA_TYPES.values()}
 FORMAT_PARAMETER = OpenApiParameter(
     "fmt", OpenApiTypes.STR, OpenApiParameter.PATH, enum=sorted(export.MEDIA_TYPES)
 )
@@ -55,12 +57,8 @@ def _entry(slug: str) -> Entry:
 
 
 class EntryListCreate(APIView):
-    parser_classes = [JSONParser, FormParser, MultiPartParser]
-
-    def get_permissions(self):
-        if self.request.method == "POST":
-            return [permissions.IsAuthenticated()]
-        return []
+    parser_classes = [JSONParser]
+    permission_classes = [permissions.IsAuthenticatedOrReadOnly]
 
     @extend_schema(
         parameters=[PROFILE_PARAMETER, KIND_PARAMETER],
@@ -76,7 +74,15 @@ class EntryListCreate(APIView):
 
     @extend_schema(
         request=serializers.EntrySerializer,
-        responses={201: serializers.EntrySerializer, 400: ERROR},
+        responses={
+            201: serializers.EntrySerializer,
+            # Each refused field with why, or `{"detail": "..."}` for a body that is no JSON.
+            400: OpenApiResponse(
+                response=OpenApiTypes.OBJECT,
+                description='`{"field": ["why"]}`, `{"detail": ["why"]}` for a declaration '
+                'refused as a whole, or `{"detail": "..."}` for a body that is not JSON.',
+            ),
+        },
         summary="Register a model or agent entry of your team, declaring n and k",
     )
     def post(self, request: Request) -> Response:
@@ -153,7 +159,7 @@ def dataset_response(rows: list[dict], fmt: str, name: str) -> HttpResponse:
 class EntryDataset(APIView):
     @extend_schema(
         parameters=[FORMAT_PARAMETER],
-        responses={200: DATASET, 404: ERROR},
+        responses={**DATASET, 404: ERROR},
         summary="An entry's results dataset: every attempt, CSV or Parquet",
     )
     def get(self, request: Request, slug: str, fmt: str) -> HttpResponse:
@@ -164,7 +170,7 @@ class EntryDataset(APIView):
 class BoardDataset(APIView):
     @extend_schema(
         parameters=[FORMAT_PARAMETER, PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER],
-        responses={200: DATASET, 404: ERROR},
+        responses={**DATASET, 404: ERROR},
         summary="A board's results dataset: its entries' attempts and its teams' counted "
         "results, CSV or Parquet",
     )

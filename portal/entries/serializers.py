@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import models
 from django.urls import reverse
 from rest_framework import serializers
 
@@ -20,15 +21,46 @@ def _absolute(context: dict, path: str) -> str:
     return request.build_absolute_uri(path) if request else path
 
 
+class _Strict:
+    """JSON as the schema says it: DRF would take 0 for the text "0" and "3" for the number
+    3, which a client that sent them did not mean (the schema fuzzer checks it)."""
+
+    kinds: tuple[type, ...] = (str,)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, self.kinds):
+            self.fail("invalid")  # type: ignore[attr-defined]
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictCharField(_Strict, serializers.CharField):
+    default_error_messages = {"invalid": "Not a string."}
+
+
+class StrictSlugField(_Strict, serializers.SlugField):
+    pass
+
+
+class StrictIntegerField(_Strict, serializers.IntegerField):
+    kinds = (int,)
+
+
 class EntrySerializer(serializers.ModelSerializer):
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+        models.SlugField: StrictSlugField,
+    }
+
     team = serializers.CharField(source="team.slug", read_only=True)
     team_name = serializers.CharField(source="team.name", read_only=True)
-    samples_per_problem = serializers.IntegerField(
+    samples_per_problem = StrictIntegerField(
         min_value=1,
         help_text="n: samples the entry will send per problem, declared before the first; "
         "more are refused.",
     )
-    k = serializers.IntegerField(min_value=1, help_text="The k of pass@k; at most n.")
+    k = StrictIntegerField(min_value=1, help_text="The k of pass@k; at most n.")
     kind = serializers.ChoiceField(choices=Kind.choices)
     evaluated_on = serializers.DateField(required=False, help_text="Default: today.")
     html_url = serializers.SerializerMethodField()
