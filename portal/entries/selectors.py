@@ -12,6 +12,7 @@ not the sample) and cancelled attempts keep their declared slot and are not judg
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -334,7 +335,10 @@ def _expected_score(
     # The counts beside the shares: the expected number of problems one sample solves.
     solved = sum(1 / n[a.problem_id] for a in attempts if a.passed)
     faster = sum(1 / n[a.problem_id] for a in attempts if a.faster_than(1.0))
-    return dataclasses.replace(score, solved=round(solved), faster=round(faster))
+    # Half up, not Python's half to even: one of two samples is "1 of 8", as its share says.
+    return dataclasses.replace(
+        score, solved=math.floor(solved + 0.5), faster=math.floor(faster + 0.5)
+    )
 
 
 def _entry_row(entry: Entry, attempts: list[AttemptRow], board: Board) -> Row:
@@ -453,6 +457,15 @@ class EntryStatus:
         """Samples per submission status: queued, running, done, failed, cancelled."""
         found = Counter(s.status for s in self.samples)
         return {status: found.get(status, 0) for status in Submission.Status.values}
+
+    @property
+    def per_problem(self) -> list[tuple[ProblemScore, tuple[float | None, ...]]]:
+        """Each problem's score with its pass@1, pass@k, fast_1@1 and fast_1@k."""
+        k = self.entry.k
+        return [
+            (p, (p.at(1, p.c), p.at(k, p.c), p.at(1, p.f), p.at(k, p.f)))
+            for p in self.scores.problems
+        ]
 
     @property
     def finished(self) -> bool:
