@@ -55,7 +55,7 @@ test: install redis chromium candidate-access
 # Services, selectors and the evaluator's core are typed; mypy checks them with the
 # Django stubs (settings need debug on to load without a secret).
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
-	portal/leaderboard/selectors \
+	portal/leaderboard/selectors portal/entries/selectors \
 	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
 	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/bubblewrap.py evaluator/host/canary.py \
