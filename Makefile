@@ -56,7 +56,7 @@ test: install redis chromium candidate-access
 # Django stubs (settings need debug on to load without a secret).
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
 	portal/submissions/quotas.py portal/submissions/hardware.py \
-	portal/leaderboard/selectors \
+	portal/leaderboard/selectors portal/entries/selectors \
 	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
 	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/bubblewrap.py evaluator/host/canary.py \

@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "portal.leaderboard",
     "portal.api",
     "portal.ops",
+    "portal.entries",
 ]
 
 MIDDLEWARE = [
@@ -278,6 +279,17 @@ if min(*_HOURLY, PKB_PROFILE_RUNS_PER_HOUR) < 0:
     raise ImproperlyConfigured(
         "PKB_RANKED_RUNS_PER_HOUR, PKB_TEST_RUNS_PER_HOUR, PKB_BENCHMARK_RUNS_PER_HOUR and "
         "PKB_PROFILE_RUNS_PER_HOUR must be 0 (no hourly limit) or positive"
+    )
+
+# Model and agent entries (portal/entries): an evaluation sends its samples in batches, so
+# an entry has a quota of its own instead of the team's, PKB_ENTRY_SAMPLES_PER_DAY samples
+# (bundles) in any 24 hours, all of a batch queued at once; and declares at most
+# PKB_ENTRY_MAX_SAMPLES samples per problem, which bounds what one entry costs the hosts.
+PKB_ENTRY_SAMPLES_PER_DAY = envint("PKB_ENTRY_SAMPLES_PER_DAY", 40)
+PKB_ENTRY_MAX_SAMPLES = envint("PKB_ENTRY_MAX_SAMPLES", 20)
+if PKB_ENTRY_SAMPLES_PER_DAY <= 0 or PKB_ENTRY_MAX_SAMPLES <= 0:
+    raise ImproperlyConfigured(
+        "PKB_ENTRY_SAMPLES_PER_DAY and PKB_ENTRY_MAX_SAMPLES must be positive"
     )
 
 # Re-runs for the ranking: every PKB_RERUN_EVERY_S the beat judges each published problem's

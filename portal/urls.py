@@ -10,6 +10,7 @@ urlpatterns = [
     path("", include("portal.leaderboard.urls")),
     path("problems/", include("portal.problems.urls")),
     path("", include("portal.submissions.urls")),
+    path("", include("portal.entries.urls")),
     # Before accounts' urls, so that no team/<something>/ pattern there can shadow it.
     path("team/tokens/", include("portal.api.urls_html")),
     path("", include("portal.accounts.urls")),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import importlib.metadata
 import platform
 import re
 import shutil
@@ -24,6 +26,7 @@ NVIDIA_SMI_TIMEOUT_S = 20.0
 
 def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
     env: dict[str, Any] = {
+        "evaluator": evaluator_version(),
         "hostname": socket.gethostname(),
         "backend": profile.backend,
         "world_size": profile.world_size,
@@ -44,6 +47,22 @@ def environment_fingerprint(profile: HardwareProfile) -> dict[str, Any]:
         if topology:
             env["topology"] = topology
     return env
+
+
+@functools.cache
+def evaluator_version() -> str:
+    """The package's version and a digest of the evaluator's own sources, "0.1.0+3f2a9c1e0b7d":
+    what a re-run needs to judge with the same code (the problems' code has its own version,
+    Problem.version). A digest, not a git commit: hosts run images without the repository."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    try:
+        version = importlib.metadata.version("pkb")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return f"{version}+{digest.hexdigest()[:12]}"
 
 
 @functools.cache

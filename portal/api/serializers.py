@@ -101,6 +101,13 @@ class RowSerializer(serializers.Serializer):
     label = serializers.CharField(
         allow_null=True, help_text="The example's public label; null for other rows."
     )
+    entry = serializers.CharField(
+        source="entry_slug",
+        help_text="A model or agent entry's slug (`team` is then its name, `team_slug` its "
+        "team's); empty for other rows. Its score is that of one sample per problem: fast_1 "
+        "is fast_1@1, fast_0 pass@1, solved and faster the expected counts, rounded.",
+    )
+    entry_kind = serializers.CharField(help_text='"model" or "agent"; empty for other rows.')
     score = ScoreSerializer()
     categories = ScoreSerializer(many=True)
     reached_at = serializers.DateTimeField(allow_null=True)

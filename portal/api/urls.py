@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal.api import views
@@ -34,6 +34,8 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.TeamDetail.as_view(), name="team"),
     path("team/", views.OwnTeam.as_view(), name="own-team"),
     path("me/", views.Me.as_view(), name="me"),
+    # Model and agent entries, their batches of samples and the results dataset.
+    path("", include("portal.entries.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     # Any other address under /api/ ending in a slash: a JSON 404 like the API's own, not

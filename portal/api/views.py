@@ -41,6 +41,14 @@ PROFILE_PARAMETER = OpenApiParameter(
 )
 CATEGORY_PARAMETER = OpenApiParameter("category", OpenApiTypes.STR, enum=Category.values)
 ERROR = OpenApiResponse(description='`{"detail": "..."}`')
+WHO = ("all", "people", "models")  # portal.entries.models.Who
+WHO_PARAMETER = OpenApiParameter(
+    "who",
+    OpenApiTypes.STR,
+    enum=WHO,
+    description="Whose rows: people (teams), models (model and agent entries, each scored as "
+    "one sample per problem: fast_1@1, pass@1) or all (the default).",
+)
 
 
 class Pagination(LimitOffsetPagination):
@@ -126,14 +134,15 @@ class ProblemDetail(generics.RetrieveAPIView):
 
 class Leaderboard(APIView):
     @extend_schema(
-        parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER],
+        parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER],
         responses={200: serializers.BoardSerializer},
         summary="Teams ranked overall, or within one category",
     )
     def get(self, request: Request) -> Response:
         profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
         category = _query_choice(request, "category", Category.values)
-        board = leaderboard(profile=profile, category=category)
+        who = _query_choice(request, "who", WHO) or "all"
+        board = leaderboard(profile=profile, category=category, who=who)
         return Response(serializers.BoardSerializer(board).data)
 
 

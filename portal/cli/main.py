@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evaluator.contract import ARTIFACT_CAP_BYTES, printable
-from portal.cli import config
+from portal.cli import config, entries
 from portal.cli.client import ApiError, Client
 from portal.formats import duration_us, file_size
 from portal.leaderboard.scoring import RULE
@@ -193,6 +193,8 @@ def _report(submission: dict) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    if args.entry or args.samples:
+        return cmd_submit_samples(args)
     bundle = Path(args.bundle)
     if not bundle.is_file():
         raise UsageError(f"{bundle}: no such file")
@@ -300,6 +302,66 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_submit_samples(args: argparse.Namespace) -> int:
+    """A batch of an entry's samples, one bundle each: sent at once, all kept or none."""
+    if not (args.entry and args.samples) or args.bundle:
+        raise UsageError("--entry NAME and --samples DIR go together, without a bundle")
+    try:
+        samples = entries.read_samples(Path(args.samples))
+    except (entries.SamplesError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    client = _client(args, need_token=True)
+    batch = entries.submit_samples(client, args.entry, samples)
+    _err().print(
+        f"Sent batch {batch['batch']} of entry {args.entry}: {len(batch['samples'])} sample(s), "
+        f"{sum(len(s['problems']) for s in batch['samples'])} attempt(s) queued."
+    )
+    if args.wait:
+        batch = _follow_batch(client, args.entry, batch["batch"], poll=args.poll)
+    if args.json:
+        _out().print(entries.dumps(batch))
+    else:
+        _out().print(entries.summary(batch))
+        _out().print(entries.status_table(batch))
+    return EXIT_OK
+
+
+def _follow_batch(client: Client, entry: str, batch: int, *, poll: float) -> dict:
+    """Poll until no sample of the batch is queued or running, waiting out 429s."""
+    while True:
+        try:
+            status = entries.entry_status(client, entry, batch=batch)
+        except ApiError as exc:
+            if exc.status != 429:
+                raise
+            sleep(min(exc.retry_after or POLL_S, MAX_BACKOFF_S))
+            continue
+        _err().print(entries.summary(status))
+        if status["finished"]:
+            return status
+        sleep(poll)
+
+
+def cmd_entry_register(args: argparse.Namespace) -> int:
+    client = _client(args, need_token=True)
+    entry = entries.register(client, args)
+    _err().print(
+        f"Registered {entry['kind']} entry {entry['slug']} for {entry['team_name']}: "
+        f"n={entry['samples_per_problem']}, k={entry['k']}. {entry['html_url']}"
+    )
+    return EXIT_OK
+
+
+def cmd_entry_status(args: argparse.Namespace) -> int:
+    status = entries.entry_status(_client(args), args.name)
+    if args.json:
+        _out().print(entries.dumps(status))
+    else:
+        _out().print(entries.summary(status))
+        _out().print(entries.status_table(status))
+    return EXIT_OK
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     client = _client(args, need_token=True)
     return _report(client.get(f"submissions/{args.id}/"))
@@ -316,7 +378,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     client = _client(args)
     if args.problem:
         return _problem_board(client, args)
-    board = client.get("leaderboard/", category=args.category, profile=args.profile)
+    board = client.get("leaderboard/", category=args.category, profile=args.profile, who=args.who)
     scope = board["category"] or "all categories"
     # Counts beside shares: where problem weights make them differ, the shares say so (an
     # older site sends no "weighted", and its shares go unlabelled).
@@ -329,9 +391,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     )  # fmt: skip
     for row in board["rows"]:
         score = row["score"]
+        kind = f" [{row['entry_kind']}]" if row.get("entry_kind") else ""
         table.add_row(
             _rank(row),
-            row["team"],
+            row["team"] + kind,
             f"{score['solved']} of {score['total']}",
             _fmt(score.get("fast_1"), ".0%"),
             _fmt(score.get("fast_2"), ".0%"),
@@ -412,7 +475,9 @@ def parser() -> argparse.ArgumentParser:
         epilog="Modes: " + "; ".join(f"{m}: {text}" for m, text in MODES.items()) + ". Each "
         "mode has its own quota (`pkb quota`).",
     )
-    submit.add_argument("bundle", help="a .zip / .tar.gz of <problem-slug>.py files, or one .py")
+    submit.add_argument(
+        "bundle", nargs="?", help="a .zip / .tar.gz of <problem-slug>.py files, or one .py"
+    )
     submit.add_argument(
         "--mode", choices=list(MODES), default="ranked", help="what the host does (default ranked)"
     )
@@ -422,6 +487,11 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--case", help="with --mode profile: the public case to profile (default: the host picks)"
     )
+    submit.add_argument("--entry", help="a model or agent entry's slug: send its --samples")
+    submit.add_argument(
+        "--samples", help="with --entry: DIR of sample_1/, sample_2/, ... (bundle folders or .zip)"
+    )
+    submit.add_argument("--json", action="store_true", help="with --entry: the batch as JSON")
     submit.add_argument("--wait", action="store_true", help="follow it until it is evaluated")
     submit.add_argument("--poll", type=_positive, default=POLL_S, help="seconds between checks")
     submit.set_defaults(run=cmd_submit)
@@ -454,17 +524,45 @@ def parser() -> argparse.ArgumentParser:
     board.add_argument("--category", help="e.g. collective, tensor, context")
     board.add_argument("--profile", help="hardware profile, e.g. h200x4 (default: the site's)")
     board.add_argument("--problem", help="rank teams on one problem instead")
+    board.add_argument("--who", choices=("all", "people", "models"), help="whose rows (all)")
     board.set_defaults(run=cmd_leaderboard)
+
+    entry = commands.add_parser("entry", help="model and agent entries: register, status")
+    entry_commands = entry.add_subparsers(dest="entry_command", required=True, metavar="ACTION")
+    register = entry_commands.add_parser("register", help="register an entry of your team")
+    register.add_argument("name", help="shown on the boards")
+    register.add_argument("--slug", help="its name in URLs and --entry (default: from name)")
+    register.add_argument("--kind", choices=("model", "agent"), required=True)
+    register.add_argument("--model", required=True, help="the model's name")
+    register.add_argument("--model-version", help="the model's version")
+    register.add_argument("--harness", help="the agent or harness that drove it")
+    register.add_argument("--sampling", help="sampling settings, e.g. temperature=0.8")
+    register.add_argument("--note", help="free text")
+    register.add_argument("--date", help="date of the evaluation, YYYY-MM-DD (default: today)")
+    register.add_argument(
+        "--samples", type=int, required=True, help="n: samples per problem, fixed from now on"
+    )
+    register.add_argument("--k", type=int, required=True, help="the k of pass@k (at most n)")
+    register.set_defaults(run=cmd_entry_register)
+    entry_status = entry_commands.add_parser("status", help="an entry's samples and pass@k")
+    entry_status.add_argument("name", help="the entry's slug")
+    entry_status.add_argument("--json", action="store_true", help="as JSON, for a harness")
+    entry_status.set_defaults(run=cmd_entry_status)
 
     # --url is accepted after the command too (`pkb submit b.zip --url ...`).
     every = (login, submit, status, cancel, board, profiles, quota, download)
     for sub in (*every, commands.choices["problems"]):
         sub.add_argument("--url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for sub in (register, entry_status):
+        sub.add_argument("--url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command == "submit" and not (args.bundle or args.entry or args.samples):
+        top.error("submit needs a bundle, or --entry NAME --samples DIR")
     try:
         return args.run(args)
     except UsageError as exc:

@@ -51,6 +51,17 @@ upper ends, the geomean of the upper ends); a team's rank range runs from 1 + th
 teams whose pessimistic key beats its optimistic key to the number of teams whose
 optimistic key reaches its pessimistic key (`rank_ranges`). The board shows "2-4" where
 that range has more than one place.
+
+Model and agent entries (portal/entries) are scored per attempt, not per counted result:
+an entry declares n samples per problem and k before its first sample, and each problem's
+pass@k is the unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models
+Trained on Code"), pass@k = 1 - C(n - c, k) / C(n, k) over its n judged samples of which c
+passed (`pass_at_k`); fast_1@k is the same with c the samples that passed with the
+speedup's interval above 1, the board's rule. Never the best of the samples: that climbs
+with n as the best of a team's resubmissions would. An entry's row on a board is its
+expected score with one sample per problem: each passed sample counts as a `Solved` of
+weight w/n, so the row's fast_p is fast_p@1 (fast_0 is pass@1) and ranks by the key
+above.
 """
 
 from __future__ import annotations
@@ -284,3 +295,15 @@ def fast_p_steps(results: Sequence[Solved], total_weight: float) -> list[tuple[f
         if share != steps[-1][1]:
             steps.append((p, share))
     return steps
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that k of the n samples, drawn without replacement, include one of the c
+    that passed: 1 - C(n - c, k) / C(n, k), unbiased for the model's pass@k (Chen et al.
+    2021). Computed as 1 - prod(1 - k / i for i in n - c + 1 .. n), the same ratio, which
+    stays exact in floats where the binomials would overflow (n of 200 and more)."""
+    if not (1 <= k <= n and 0 <= c <= n):
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0  # every draw of k holds a passing sample
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))

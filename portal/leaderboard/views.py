@@ -36,11 +36,24 @@ def board_arguments(request: HttpRequest) -> tuple[str, str | None]:
     return profile, category
 
 
-def _switch_query(*, profile: str, category: str | None) -> str:
+def who_argument(request: HttpRequest) -> str:
+    """Whose rows: people, models (model and agent entries) or all (the default)."""
+    who = request.GET.get("who") or "all"
+    if who not in WHO:
+        raise Http404("no such choice of rows")
+    return who
+
+
+WHO = {"all": "All", "people": "People", "models": "Models and agents"}
+
+
+def _switch_query(*, profile: str, category: str | None, who: str = "all") -> str:
     """The query string of a board: the default profile is left out, links stay short."""
     parts = [f"category={category}"] if category else []
     if profile != settings.PKB_SUBMISSION_PROFILE:
         parts.append(f"profile={profile}")
+    if who != "all":
+        parts.append(f"who={who}")
     return "?" + "&".join(parts) if parts else "?"
 
 
@@ -63,8 +76,10 @@ def _render_first_page(board: Board) -> None:
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     profile, category = board_arguments(request)
-    board = leaderboard(profile=profile, category=category, prepare=_render_first_page)
+    who = who_argument(request)
+    board = leaderboard(profile=profile, category=category, prepare=_render_first_page, who=who)
     page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    here = {"profile": profile, "category": category, "who": who}
     return render(
         request,
         "leaderboard/home.html",
@@ -74,18 +89,23 @@ def home(request: HttpRequest) -> HttpResponse:
             "rows": [_row_html(board, row) for row in page.object_list],
             "profile": PROFILES[profile],
             "profile_links": [
-                (p, _switch_query(profile=p.name, category=category)) for p in PROFILES.values()
+                (p, _switch_query(**{**here, "profile": p.name})) for p in PROFILES.values()
             ],
             "category_links": [
-                (Category(c), _switch_query(profile=profile, category=c))
+                (Category(c), _switch_query(**{**here, "category": c}))
                 for c in board.categories_present
             ],
-            "overall_link": _switch_query(profile=profile, category=None),
+            "overall_link": _switch_query(**{**here, "category": None}),
             "column_links": [
-                (col, _switch_query(profile=profile, category=col.value)) for col in board.columns
+                (col, _switch_query(**{**here, "category": col.value})) for col in board.columns
             ],
+            "who_links": [
+                (w, label, _switch_query(**{**here, "who": w})) for w, label in WHO.items()
+            ],
+            "who": who,
+            "export_query": _switch_query(**here).lstrip("?"),
             "category": Category(category) if category else None,
-            "page_query": _switch_query(profile=profile, category=category).lstrip("?"),
+            "page_query": _switch_query(**here).lstrip("?"),
             # CPU hosts measure no link bandwidth, so their results carry no roofline.
             "measures_links": PROFILES[profile].backend != "gloo",
         },

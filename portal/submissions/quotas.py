@@ -158,12 +158,14 @@ def _window(times: list[datetime], span: timedelta, limit: int, now: datetime) -
 
 
 def team_submission_quota(team: Team, *, now: datetime | None = None) -> SubmissionQuota:
-    """Every mode's use of its limits and the team's active runs; two queries."""
+    """Every mode's use of its limits and the team's active runs; two queries. A model
+    entry's samples have a quota of their own (portal/entries) and take nothing from the
+    team's."""
     now = now or timezone.now()
     times: dict[str, list[datetime]] = {mode: [] for mode in Submission.Mode.values}
+    own = Submission.objects.for_team(team).filter(entry_sample__isnull=True)
     rows = (
-        Submission.objects.for_team(team)
-        .created_since(now - DAY)
+        own.created_since(now - DAY)
         .filter(platform_fault=False)
         .order_by("created_at")
         .values_list("mode", "created_at")
@@ -184,7 +186,7 @@ def team_submission_quota(team: Team, *, now: datetime | None = None) -> Submiss
     }
     return SubmissionQuota(
         modes=modes,
-        active=Submission.objects.for_team(team).active().count(),
+        active=own.active().count(),
         active_limit=settings.PKB_MAX_ACTIVE_SUBMISSIONS,
         now=now,
     )

@@ -121,6 +121,7 @@ class Fact:
 
 # The fingerprint's keys in the order a reader compares two hosts; the rest follow as sent.
 _FACT_LABELS = {
+    "evaluator": "Evaluator",
     "driver": "Driver",
     "cuda": "CUDA",
     "torch": "PyTorch",

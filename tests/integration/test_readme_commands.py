@@ -207,6 +207,11 @@ README_COMMANDS = {
     ".venv/bin/pkb leaderboard --category collective --profile h200x4 --problem all-reduce": (
         "{} --help"
     ),
+    '.venv/bin/pkb entry register "My Model" --kind model --model my-model --samples 3 --k 2': (
+        "{} --help"
+    ),
+    ".venv/bin/pkb submit --entry my-model --samples DIR --wait --json": "{} --help",
+    ".venv/bin/pkb entry status my-model --json": "{} --help",
     '.venv/bin/python manage.py submit_example examples/fast --label "Example: examples/fast"': (
         "{} --help"
     ),

@@ -45,6 +45,14 @@ class Row:
     # (scoring.rank_ranges): rank_low <= rank <= rank_high.
     rank_low: int | None = None
     rank_high: int | None = None
+    # A model or agent entry's row (portal/entries): `team_name` is the entry's name,
+    # `team_slug` its team's; its score is the expected one of a single sample per problem.
+    entry_slug: str = ""
+    entry_kind: str = ""
+
+    @property
+    def is_entry(self) -> bool:
+        return bool(self.entry_slug)
 
     @property
     def is_ranked(self) -> bool:
@@ -84,6 +92,7 @@ class Board:
     profile: str
     category: str | None
     columns: list[CategoryColumn]
+    who: str = "all"  # whose rows: "people", "models" or "all" (portal/entries)
     rows: list[Row] = field(default_factory=list)
     categories_present: list[str] = field(default_factory=list)  # for the switcher
     weighted: bool = False  # some problem in scope weighs other than 1
@@ -198,9 +207,11 @@ def _rank(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
+def build_leaderboard(*, profile: str, category: str | None = None, who: str = "all") -> Board:
     """The board computed from the database: two queries whatever the number of teams
-    and examples, three when some counted result was re-run."""
+    and examples, three when some counted result was re-run, and the entries' (one, two
+    with some, three when some sample was re-run). `who`: "people" (the teams' rows),
+    "models" (the model and agent entries'), or "all"; the baseline and examples always."""
     all_published = list(
         Problem.objects.published().values_list("id", "category", "weight", "profiles")
     )
@@ -210,6 +221,7 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
     board = Board(
         profile=profile,
         category=category,
+        who=who,
         columns=_columns(in_scope),
         categories_present=[c.value for c in Category if c.value in present],
         weighted=any(w != 1.0 for _, _, w in in_scope),
@@ -223,7 +235,13 @@ def build_leaderboard(*, profile: str, category: str | None = None) -> Board:
     per_team = _team_totals(profile=profile, problem_ids=ids)
     rows = [_baseline_row(in_scope, board)]
     for key, totals in per_team.items():
-        rows.append(_team_row(totals, board, is_example=isinstance(key, str)))
+        if who != "models" or isinstance(key, str):
+            rows.append(_team_row(totals, board, is_example=isinstance(key, str)))
+    if who != "people":
+        from portal.entries.selectors import entry_board_rows  # it builds on this module
+
+        scope = [pid for pid, _, _ in in_scope]
+        rows += entry_board_rows(profile=profile, problem_ids=scope, board=board)
     board.rows = _rank(rows)
     return board
 
@@ -233,6 +251,7 @@ def leaderboard(
     profile: str,
     category: str | None = None,
     prepare: Callable[[Board], None] | None = None,
+    who: str = "all",
 ) -> Board:
     """The board, memoised until a result, submission, problem or team changes.
 
@@ -242,12 +261,12 @@ def leaderboard(
     """
 
     def build() -> Board:
-        board = build_leaderboard(profile=profile, category=category)
+        board = build_leaderboard(profile=profile, category=category, who=who)
         if prepare is not None:
             prepare(board)
         return board
 
-    return freshness.memoised(("board", profile, category), build)
+    return freshness.memoised(("board", profile, category, who), build)
 
 
 def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:

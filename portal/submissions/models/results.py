@@ -27,8 +27,11 @@ class ProblemResultQuerySet(models.QuerySet["ProblemResult"]):
         """What the boards are built from: finished ranked submissions of the profile
         (a test, benchmark or profile run never counts), published problems, neither the
         submission nor its team disqualified, judged against the problem's current version
-        (a stale result waits for a re-evaluation)."""
+        (a stale result waits for a re-evaluation). A model or agent entry's samples
+        (portal/entries) are left out: they are scored per attempt on the entry's own row,
+        never as the team's own results."""
         return self.filter(
+            submission__entry_sample__isnull=True,
             submission__profile=profile,
             submission__mode=Submission.Mode.RANKED,
             submission__status=Submission.Status.DONE,

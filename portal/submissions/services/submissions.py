@@ -38,7 +38,7 @@ class SubmissionError(Exception):
         self.field = field
 
 
-def _read_upload(upload: UploadedFile) -> bytes:
+def read_upload(upload: UploadedFile) -> bytes:
     limit = settings.PKB_BUNDLE_MAX_BYTES
     too_big = f"The bundle is larger than {limit // (1024 * 1024)} MiB."
     # The declared size first, so that a huge upload is never read into memory.
@@ -51,7 +51,7 @@ def _read_upload(upload: UploadedFile) -> bytes:
     return data
 
 
-def _read_checked_bundle(filename: str, data: bytes, *, profile: str) -> Bundle:
+def read_checked_bundle(filename: str, data: bytes, *, profile: str) -> Bundle:
     rows = {p.slug: p for p in Problem.objects.only("slug", "status", "profiles")}
     statuses = {slug: p.status for slug, p in rows.items()}
     published = {slug for slug, status in statuses.items() if status == Problem.Status.PUBLISHED}
@@ -112,12 +112,12 @@ def _check_profile_case(slugs: list[str], case: str) -> None:
             )
 
 
-def _problem_versions(slugs: list[str]) -> dict[str, int]:
+def problem_versions(slugs: list[str]) -> dict[str, int]:
     """The versions an attempt queued now is judged against (recorded with its results)."""
     return dict(Problem.objects.filter(slug__in=slugs).values_list("slug", "version"))
 
 
-def _enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -> None:
+def enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) -> None:
     """Send the current attempt to its profile's queue once the transaction commits.
 
     A send that fails (the broker is down) is logged and left to the sweeper, which re-sends
@@ -200,9 +200,9 @@ def submission_create(
     example = bool(example_label)
     # Before reading the bundle: a refusal costs nothing.
     _check_limits(team, mode=mode, example=example)
-    data = _read_upload(upload)
+    data = read_upload(upload)
     filename = os.path.basename(upload.name or "bundle")[:255]
-    bundle = _read_checked_bundle(filename, data, profile=profile)
+    bundle = read_checked_bundle(filename, data, profile=profile)
     _check_profile_case(sorted(bundle.solutions), profile_case)
     submission = Submission(
         team=team,
@@ -226,10 +226,10 @@ def submission_create(
             # once must not both take the last slot.
             team = Team.objects.select_for_update().get(pk=team.pk)
             _check_limits(team, mode=mode, example=example)
-            submission.problem_versions = _problem_versions(submission.problems)
+            submission.problem_versions = problem_versions(submission.problems)
             submission.bundle.save(filename, ContentFile(data), save=False)
             submission.save()
-            _enqueue_on_commit(submission, bundle=data)
+            enqueue_on_commit(submission, bundle=data)
     except BaseException:
         if submission.bundle.name:
             submission.bundle.storage.delete(submission.bundle.name)
@@ -258,7 +258,7 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
             attempts=F("attempts") + 1,
             status=Submission.Status.QUEUED,
             reason=reason,
-            problem_versions=_problem_versions(submission.problems),
+            problem_versions=problem_versions(submission.problems),
             queued_at=timezone.now(),
             started_at=None,
             finished_at=None,
@@ -276,7 +276,7 @@ def submission_requeue(*, submission: Submission, reason: str) -> bool:
             lambda: broker.attempt_over(old_id, reason="superseded by a new attempt"),
             robust=True,
         )
-        _enqueue_on_commit(submission)
+        enqueue_on_commit(submission)
     return True
 
 
@@ -304,5 +304,5 @@ def submission_resend(*, submission: Submission) -> bool:
             status=Submission.Status.QUEUED,
         ).update(queued_at=timezone.now())
         if updated:
-            _enqueue_on_commit(submission)
+            enqueue_on_commit(submission)
     return bool(updated)

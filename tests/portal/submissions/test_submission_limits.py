@@ -189,7 +189,7 @@ def test_an_upload_that_lands_meanwhile_takes_the_last_slot_and_nothing_is_kept(
 
     for _ in range(2):
         SubmissionFactory(team=team, user=alice, done=True)
-    check = service._read_checked_bundle
+    check = service.read_checked_bundle
     bobs = []
 
     def check_while_bob_submits(*args, **kwargs):
@@ -197,7 +197,7 @@ def test_an_upload_that_lands_meanwhile_takes_the_last_slot_and_nothing_is_kept(
         bobs.append(SubmissionFactory(team=team, user=bob))
         return bundle
 
-    monkeypatch.setattr(service, "_read_checked_bundle", check_while_bob_submits)
+    monkeypatch.setattr(service, "read_checked_bundle", check_while_bob_submits)
     before = _stored()
     with pytest.raises(SubmissionError, match="used 3 of 3 ranked runs"):
         submission_create(user=alice, upload=upload(solving("all-reduce")))

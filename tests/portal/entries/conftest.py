@@ -1,0 +1,31 @@
+"""Entries for the tests: alice's team evaluates "Claude Kernels" (a model, n=3, k=2)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from portal.entries.services import entry_register
+from tests.portal.api.conftest import (  # noqa: F401  (the API's fixtures)
+    _fresh_throttle_counters,
+    alice_api,
+    api,
+    charlie_api,
+)
+
+
+@pytest.fixture
+def entry(alice, problems):
+    return entry_register(
+        user=alice,
+        name="Claude Kernels",
+        kind="model",
+        model_name="claude",
+        model_version="4.5",
+        harness="one-shot prompt",
+        sampling="temperature=1.0",
+        samples_per_problem=3,
+        k=2,
+        evaluated_on=datetime.date(2026, 11, 20),
+    )
