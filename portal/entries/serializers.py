@@ -182,7 +182,7 @@ class SampleSerializer(serializers.Serializer):
         return _absolute(self.context, path)
 
 
-class QuotaSerializer(serializers.Serializer):
+class EntryQuotaSerializer(serializers.Serializer):
     used = serializers.IntegerField(help_text="Samples sent in the last 24 hours.")
     limit = serializers.IntegerField(help_text="PKB_ENTRY_SAMPLES_PER_DAY.")
     remaining = serializers.IntegerField()
@@ -199,7 +199,7 @@ class EntryStatusSerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="Samples per status."
     )
     scores = EntryScoresSerializer()
-    quota = QuotaSerializer()
+    quota = EntryQuotaSerializer()
     samples = serializers.SerializerMethodField()
 
     def get_samples(self, status) -> list[dict]:
