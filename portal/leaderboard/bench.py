@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     from django.test import Client
 
     from portal.leaderboard import freshness
+    from portal.leaderboard.selectors.board import board_key
     from portal.submissions.models import ProblemResult
 
     call_command("migrate", verbosity=0)
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         ("category tensor", "&category=tensor", "tensor"),
     ):
         url = f"/?profile={PROFILE}{query}"
-        key = ("board", PROFILE, category)
+        key = board_key(PROFILE, category)
         for mode, n in (
             ("memoised", args.requests),
             ("rebuilt", args.cold_requests),

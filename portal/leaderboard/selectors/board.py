@@ -266,7 +266,12 @@ def leaderboard(
             prepare(board)
         return board
 
-    return freshness.memoised(("board", profile, category, who), build)
+    return freshness.memoised(board_key(profile, category, who), build)
+
+
+def board_key(profile: str, category: str | None = None, who: str = "all") -> tuple:
+    """A board's key among the memoised values (freshness.wait_until_fresh takes it)."""
+    return ("board", profile, category, who)
 
 
 def leaderboard_rows(*, profile: str, category: str | None = None) -> list[Row]:

@@ -15,13 +15,14 @@ from django.db import connection, transaction
 
 from portal.leaderboard import freshness
 from portal.leaderboard.selectors import leaderboard, leaderboard_rows
+from portal.leaderboard.selectors.board import board_key
 from tests.portal.factories import SubmissionFactory, TeamFactory, UserFactory
 from tests.portal.judging import finish, passed
 from tests.portal.leaderboard.test_leaderboard_rows import submit
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-OVERALL, COLLECTIVE = ("board", "cpu", None), ("board", "cpu", "collective")
+OVERALL, COLLECTIVE = board_key("cpu"), board_key("cpu", "collective")
 BOTH = (OVERALL, COLLECTIVE)
 
 
