@@ -17,6 +17,9 @@ KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
 # a rank that crashes makes its peers' collectives fail, and the crash is the real story.
 DEATH_GRACE_S = 0.5
+# How long a judge waits for a stopped candidate's threads to show stopped (`settle`).
+STOP_SETTLE_S = 0.05
+STOPPED_STATES = frozenset("TtZX")  # stopped, traced, zombie, dead
 
 
 def how_it_ended(proc: Any) -> str:
@@ -53,11 +56,45 @@ def stopped(group: int | None) -> Iterator[None]:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGSTOP)
+        settle(group)
     try:
         yield
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGCONT)
+
+
+def settle(leader: int, timeout_s: float = STOP_SETTLE_S) -> bool:
+    """Wait until every thread of process `leader` has stopped (or exited), at most
+    `timeout_s`; whether they all had. A SIGSTOP wakes each thread of a process to stop
+    itself: on GPU hosts the runners share one core, so the threads of a candidate just
+    stopped would otherwise take turns on it inside the reference's first round."""
+    end = time.monotonic() + timeout_s
+    while True:
+        states = thread_states(leader)
+        if states is None or all(state in STOPPED_STATES for state in states):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.0002)
+
+
+def thread_states(pid: int, proc: str = "/proc") -> list[str] | None:
+    """The scheduler state letter of each thread of `pid` (/proc/PID/task/TID/stat's third
+    field); None where the process is gone or its threads cannot be read."""
+    try:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return None
+    states = []
+    for tid in tasks:
+        try:
+            text = Path(f"{proc}/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        # "TID (comm) S ...": the command may hold spaces and parentheses.
+        states.append(text[text.rfind(")") + 2 : text.rfind(")") + 3])
+    return states
 
 
 def signal_pid(pid: int) -> None:

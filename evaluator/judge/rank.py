@@ -20,8 +20,10 @@ candidate's failure if any.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import traceback
+from collections.abc import Iterator
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
@@ -61,6 +63,24 @@ SPIN_S = 0.05
 ROUND_TARGET_S = 0.02
 ROUND_BYTES = 1 << 30
 MIN_CALLS = 10
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a pair: a collection inside a judge's
+    clock (the reply's JSON is parsed and the checked outputs read before the stop stamp)
+    adds its pause to whichever round it falls in. The judge's allocations differ by
+    side and order, so the pauses did too: with the collector on, the reference read
+    2.5-4.7 us a call slower when it went second on one H100 at 64K and 1M (2026-11-26,
+    docs/measurements/2026-11-26-order-effect.md); paused, within 1.5 us. What a pair
+    leaves is collected after it, between commands."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def judge_main(conn: Connection, setup: RankSetup) -> None:
@@ -112,15 +132,16 @@ class _Judge:
                 return {"ok": True, "bandwidth": measure_peer_bandwidth()}
             if op == "pair":
                 case = Case.from_json(payload["case"])
-                return self.pair(
-                    case,
-                    payload["seeds"],
-                    payload["checked"],
-                    payload["warmup"],
-                    tare=payload.get("tare", True),
-                    first=payload.get("first", "reference"),
-                    fit=payload.get("fit", False),
-                )
+                with collector_paused():
+                    return self.pair(
+                        case,
+                        payload["seeds"],
+                        payload["checked"],
+                        payload["warmup"],
+                        tare=payload.get("tare", True),
+                        first=payload.get("first", "reference"),
+                        fit=payload.get("fit", False),
+                    )
             raise ValueError(f"unknown command {op!r}")
         except Exception as exc:
             traceback.print_exc()
@@ -158,7 +179,8 @@ class _Judge:
         stages = [self.stage(case, warmup)] if warmup else []
         warm: list[Round] = []
         if fit and stages:
-            warm = [self.reference_round(case, stages[0], [])]
+            with self.reference_side():  # it sizes the rounds: no hog may stretch it
+                warm = [self.reference_round(case, stages[0], [])]
             seeds = seeds[: self.calls_for(stages[0], warm[0], len(seeds))]
             checked = sorted({i % len(seeds) for i in checked})
             first = "reference"
@@ -169,10 +191,13 @@ class _Judge:
             if first == "candidate":
                 refs, cands = self.candidate_first(case, stages, plans)
             else:
-                refs = warm + [
-                    self.reference_round(case, staged, plan)
-                    for staged, plan in zip(stages[len(warm) :], plans[len(warm) :], strict=True)
-                ]
+                with self.reference_side():
+                    refs = warm + [
+                        self.reference_round(case, staged, plan)
+                        for staged, plan in zip(
+                            stages[len(warm) :], plans[len(warm) :], strict=True
+                        )
+                    ]
                 cands = self.candidate_rounds(stages, refs, plans)
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
@@ -181,10 +206,20 @@ class _Judge:
         answer["reference_s"] = refs[-1].seconds
         answer["candidate_s"] = cands[-1].seconds
         if tare:  # timed pairs only: a trial's times are not kept
-            answer["harness_s"] = self.tare(stages[-1], refs[-1])
+            with self.reference_side():
+                answer["harness_s"] = self.tare(stages[-1], refs[-1])
         answer["tampered"] = sorted({t for c in cands for t in c.tampered})
         answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
         return answer
+
+    def reference_side(self) -> contextlib.AbstractContextManager[None]:
+        """The candidate's processes stand still while the reference's runner works (its
+        rounds of a pair, or its tare): a process bundle code forked cannot steal the
+        reference's CPU while the judge times it. One stop for the whole side, confirmed
+        before its first round (`processes.stopped`): a stop per round woke the
+        candidate's threads on the runners' shared core inside the reference's rounds,
+        and read the reference 2-8% slower when it went second (one H100, 2026-11-26)."""
+        return stopped(self.candidate_group)
 
     def candidate_rounds(
         self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
@@ -211,10 +246,11 @@ class _Judge:
             self.round(self.candidate, staged, room, plan, provisional=True)
             for staged, room, plan in zip(stages, rooms, plans, strict=True)
         ]
-        refs = [
-            self.reference_round(case, staged, plan)
-            for staged, plan in zip(stages, plans, strict=True)
-        ]
+        with self.reference_side():
+            refs = [
+                self.reference_round(case, staged, plan)
+                for staged, plan in zip(stages, plans, strict=True)
+            ]
         moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
         if moved or any(c.short for c in cands):
             return refs, self.candidate_rounds(stages, refs, plans)
@@ -308,44 +344,40 @@ class _Judge:
         at the reference's slots. A `provisional` round (the candidate's, before the
         reference's) is read at the slots of its own reports, bounded by the rooms, and
         held against the reference later (`candidate_first`)."""
-        # The candidate's processes stand still while the reference's runner works: a
-        # process it forked cannot steal the reference's CPU while the judge times it.
-        group = self.candidate_group if link is self.reference else None
-        with stopped(group):
-            start = min((offset for offset, _ in rooms), default=staged.end)
-            out_end = max((offset + room for offset, room in rooms), default=staged.end)
-            base = link.ensure(out_end)
-            base[start:out_end].fill_(0xFF)  # an output a runner never writes fails
-            calls: list[dict[str, Any]] = [
-                {"inputs": layout, "room": list(room)}
-                for layout, room in zip(staged.layouts, rooms, strict=True)
-            ]
-            for call, echo in zip(calls, echoes or [], strict=False):
-                call["echo"] = echo
-            ok(link.command("prepare", {"calls": calls}))
-            self.clock.barrier()
-            self.clock.start()
-            base[: staged.end].copy_(staged.staging)
-            link.inputs_written()
-            answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
-            done = Round(rooms=list(rooms))
-            read = done.provisional if provisional else done.read
-            try:
-                found = replies.entries(answer, len(rooms))
-                # Only the checked calls before the stop stamp: the rest of the reply is read
-                # after it, for either runner alike.
-                for i in checked:
-                    read(base, i, found[i], rooms[i], expected)
-                done.seconds = self.clock.stop()
-                for i in range(len(rooms)):
-                    if i not in checked:
-                        read(None, i, found[i], rooms[i], expected)
-                done.tampered = replies.tampered(answer)
-            except ReplyError as exc:
-                raise RunnerGone(f"replied with {exc}", protocol=True) from None
-            if expected is None and echoes is None and not provisional:
-                done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
-            return done
+        start = min((offset for offset, _ in rooms), default=staged.end)
+        out_end = max((offset + room for offset, room in rooms), default=staged.end)
+        base = link.ensure(out_end)
+        base[start:out_end].fill_(0xFF)  # an output a runner never writes fails
+        calls: list[dict[str, Any]] = [
+            {"inputs": layout, "room": list(room)}
+            for layout, room in zip(staged.layouts, rooms, strict=True)
+        ]
+        for call, echo in zip(calls, echoes or [], strict=False):
+            call["echo"] = echo
+        ok(link.command("prepare", {"calls": calls}))
+        self.clock.barrier()
+        self.clock.start()
+        base[: staged.end].copy_(staged.staging)
+        link.inputs_written()
+        answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
+        done = Round(rooms=list(rooms))
+        read = done.provisional if provisional else done.read
+        try:
+            found = replies.entries(answer, len(rooms))
+            # Only the checked calls before the stop stamp: the rest of the reply is read
+            # after it, for either runner alike.
+            for i in checked:
+                read(base, i, found[i], rooms[i], expected)
+            done.seconds = self.clock.stop()
+            for i in range(len(rooms)):
+                if i not in checked:
+                    read(None, i, found[i], rooms[i], expected)
+            done.tampered = replies.tampered(answer)
+        except ReplyError as exc:
+            raise RunnerGone(f"replied with {exc}", protocol=True) from None
+        if expected is None and echoes is None and not provisional:
+            done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
+        return done
 
     def verdict(
         self, case: Case, ref: Round, cands: list[Round], checked: list[int]

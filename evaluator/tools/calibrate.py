@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import statistics
 import time
 import uuid
 from typing import Any
@@ -70,25 +71,38 @@ def calibrate(
 
 def _same_code(rounds: list[dict[str, Any]], judged: list[CaseResult]) -> list[dict[str, Any]]:
     """Per case: the speedup as judged, which should read 1.00 (same code on both sides),
-    its interval, how many pairs it took and whether it settled, and the pairs' range."""
-    ratios: dict[str, list[float]] = {}
+    its interval, how many pairs it took and whether it settled, the pairs' range, and the
+    median ratio of the pairs by which side went first (an order effect shows as a gap
+    between the two; the crossover blocks of the speedup cancel it)."""
+    ratios: dict[str, dict[str, list[float]]] = {}
     for pair in rounds:
         if pair["candidate_us"] > 0:
-            ratios.setdefault(pair["case"], []).append(pair["reference_us"] / pair["candidate_us"])
+            by_order = ratios.setdefault(pair["case"], {"reference": [], "candidate": []})
+            by_order[pair["first"]].append(pair["reference_us"] / pair["candidate_us"])
     return [
         {
             "case": c.case,
             "median": c.speedup,
             "low": c.speedup_low,
             "high": c.speedup_high,
-            "min": min(ratios[c.case]),
-            "max": max(ratios[c.case]),
+            "min": min(r["reference"] + r["candidate"]),
+            "max": max(r["reference"] + r["candidate"]),
+            "reference_first": _median(r["reference"]),
+            "candidate_first": _median(r["candidate"]),
             "pairs": c.pairs,
             "settled": c.settled,
         }
         for c in judged
-        if c.case in ratios
+        if (r := ratios.get(c.case))
     ]
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def clock_markdown(report: dict[str, Any]) -> str:
@@ -99,16 +113,19 @@ def clock_markdown(report: dict[str, Any]) -> str:
         "`python -m evaluator.tools.floor --calibrate`: the all-reduce reference judged as "
         f"the candidate, {report['settings']['rounds']} to {report['settings']['max_rounds']} "
         "pairs of rounds per case (first side alternating); per-call "
-        "times on the judges' clock.",
+        "times on the judges' clock. The speedup is the median of the crossover blocks "
+        "(two pairs, one of each order); the last two columns the median pair ratio by "
+        "which side went first.",
         "",
-        "| case | pairs | settled | median pair speedup | 95% interval | lowest pair "
-        "| highest pair |",
-        "|---|---|---|---|---|---|---|",
+        "| case | pairs | settled | speedup | 95% interval | lowest pair | highest pair "
+        "| reference first | candidate first |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in report["cases"]:
         lines.append(
             f"| {c['case']} | {c['pairs']} | {c['settled']} | {c['median']:.3f} | "
-            f"{c['low']:.3f} - {c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} |"
+            f"{c['low']:.3f} - {c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} | "
+            f"{_ratio(c.get('reference_first'))} | {_ratio(c.get('candidate_first'))} |"
         )
     lines += ["", "| case | pair | reference (us per call) | candidate (us per call) |"]
     lines.append("|---|---|---|---|")

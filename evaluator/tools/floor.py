@@ -7,7 +7,10 @@ FLOOR (one process per GPU, started here; `--cpu`: two gloo ranks). The all-redu
 problem's reference at 64K, 1M and 16M bf16 elements (1K and 16K float32 on CPU), and an
 empty solution that only copies its input into a preallocated output:
   - events:    back-to-back calls on one input between two CUDA events, in one process
-               (the independent measurement, as nccl-tests times a collective);
+               (the independent measurement, as nccl-tests times a collective), on the
+               core the evaluator gives the rank's runners; taken before and after the
+               evaluator's lines, and their mean is what the evaluator is held against (a
+               host's speed moves by tens of percent between minutes: docs/measurements);
   - fresh:     the same over a batch of fresh inputs;
   - evaluator: the whole evaluator (`runner.evaluate_bundle`): the median per-call time of
                the candidate's rounds, on the judge's clock (from before it writes a round's
@@ -43,7 +46,7 @@ from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import load_settings
 from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_of
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.rank_process import NO_MULTICAST
+from evaluator.rank_process import NO_MULTICAST, cores_for
 from evaluator.tools.calibrate import calibrate, clock_markdown
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext
@@ -121,20 +124,19 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
     world = args.world_size or (2 if args.cpu else torch.cuda.device_count())
     if world < 1:
         raise SystemExit("the floor needs CUDA GPUs (or --cpu)")
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_floor_rank, args=(r, world, args, queue)) for r in range(world)]
-    for proc in procs:
-        proc.start()
-    lines = _from_rank_zero(queue, procs)
-    for proc in procs:
-        proc.join()
+    before = _events_lines(world, args)
     calls = [int(c) for c in str(args.calls).split(",") if c]
     evaluator = {c: _through_the_evaluator(world, args, c) for c in calls}
-    for line in lines:
+    after = _events_lines(world, args)
+    lines = []
+    for line, later in zip(before, after, strict=True):
+        line["events_before_us"], line["events_after_us"] = line["events_us"], later["events_us"]
+        line["events_us"] = (line["events_us"] + later["events_us"]) / 2
+        line["fresh_us"] = (line["fresh_us"] + later["fresh_us"]) / 2
         for c, results in evaluator.items():
             net, harness = results.get((line["solution"], line["n"]), (None, None))
             line[f"evaluator_{c}_us"], line[f"harness_{c}_us"] = net, harness
+        lines.append(line)
     report: dict[str, Any] = {"world_size": world, "iters": args.iters, "calls": calls}
     report["lines"] = lines
     report["environment"] = {
@@ -143,6 +145,19 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
         "nccl": "-" if args.cpu else ".".join(map(str, torch.cuda.nccl.version())),
     }
     return report
+
+
+def _events_lines(world: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The events and fresh lines, from one process per rank (started here)."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_floor_rank, args=(r, world, args, queue)) for r in range(world)]
+    for proc in procs:
+        proc.start()
+    lines = _from_rank_zero(queue, procs)
+    for proc in procs:
+        proc.join()
+    return lines
 
 
 def _from_rank_zero(queue: Any, procs: list[Any]) -> Any:
@@ -166,6 +181,11 @@ def _floor_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> 
         dist.init_process_group("gloo", rank=rank, world_size=world)
     else:
         device, sizes, dtype = torch.device("cuda", rank), GPU_SIZES, "bfloat16"
+        # Where the evaluator runs this rank's runners (unpinned, the same calls read up
+        # to 1.4x slower on one H100: evaluator.tools.pinning).
+        cores = cores_for("reference", rank, world, "nccl")
+        if cores:
+            os.sched_setaffinity(0, set(cores))
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
     lines = []
@@ -280,20 +300,25 @@ def floor_markdown(report: dict[str, Any]) -> str:
         f"# The harness's floor ({report['world_size']} ranks, {report['environment']['gpu']})",
         "",
         f"Slowest rank per call, us: events are the mean of {report['iters']} back-to-back "
-        "calls; the evaluator's lines the median per-call time of its candidate rounds, on "
+        "calls, on the runners' core, taken before and after the evaluator's lines (the "
+        "mean of the two; both in floor.json); the evaluator's lines the median per-call "
+        "time of its candidate rounds, on "
         f"the judge's clock, at {', '.join(map(str, calls))} calls per round, net of the "
         "harness (the quickest tare of the case: the same round around a call that returns "
         f"at once, shown as 'harness'). Goal: within {GOAL_REL:.0%} of the events, or "
         f"{GOAL_US:g} us.",
         "",
         *_one_rank_note(report["world_size"]),
-        "| solution | elements | events (back to back) | events, fresh inputs | "
+        "| solution | elements | events, back to back (before / after) | events, fresh inputs | "
         + " | ".join(f"evaluator, {c} calls a round | - events | goal | harness" for c in calls)
         + " |",
         "|---|---|---|---|" + "---|---|---|---|" * len(calls),
     ]
     for line in report["lines"]:
-        cells = [line["solution"], str(line["n"]), _us(line["events_us"]), _us(line["fresh_us"])]
+        events = _us(line["events_us"])
+        if "events_before_us" in line:
+            events += f" ({_us(line['events_before_us'])} / {_us(line['events_after_us'])})"
+        cells = [line["solution"], str(line["n"]), events, _us(line["fresh_us"])]
         for c in calls:
             got = line.get(f"evaluator_{c}_us")
             gap = None if got is None else got - line["events_us"]

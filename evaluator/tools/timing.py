@@ -3,8 +3,8 @@
 The evaluator's clock is the judge's (`evaluator.judge.link.Clock`): a round's time is what
 the judge measured from before it wrote a round's inputs to after it read the outputs it
 checks, divided by the calls. The parent alternates reference and candidate rounds
-(A B A B ...) and takes the median of the per-pair speedups with a distribution-free
-interval (`median_interval`).
+(A B, B A, ...) and takes the median over blocks of two pairs, one of each order, with a
+distribution-free interval (`evaluator.judge.stats`).
 
 `run_timed` / `time_calls` time calls in one process (a device synchronise and a barrier
 around every call), for the benchmarks (`evaluator.tools.bench`, `.references`).

@@ -3,6 +3,8 @@ as data, and the statistics of pairs (end to end: tests/redteam)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -11,7 +13,7 @@ from evaluator.candidate.arena import LayoutError, Slot
 from evaluator.candidate.runner import place
 from evaluator.judge import replies
 from evaluator.judge.replies import Output, ReplyError
-from evaluator.judge.stats import median_interval, round_time
+from evaluator.judge.stats import crossover_blocks, median_interval, round_time, speedup_interval
 
 LIMIT = 1 << 20
 
@@ -188,3 +190,23 @@ def test_a_judge_never_shares_a_physical_core_with_its_runners(monkeypatch, tmp_
     # Two ranks need five cores of four: logical CPUs then, as without a topology.
     assert rank_process.cores_for("judge", 1, 2, "nccl") == (3,)
     assert rank_process.cores_for("reference", 1, 2, "nccl") == (4,)
+
+
+def test_a_speedup_is_the_median_of_crossover_blocks():
+    """Pairs of alternating order, two by two: an order effect e (the side that goes second
+    slower by e) reads r*e and r/e; each block's geometric mean is r again."""
+    true, effect = 1.25, 1.06
+    ratios = [true * effect if k % 2 == 0 else true / effect for k in range(20)]
+    assert crossover_blocks(ratios) == pytest.approx([true] * 10)
+    speedup, low, high = speedup_interval(ratios)
+    assert speedup == low == high == pytest.approx(true)
+    # The median of the pairs themselves would sit on one cluster or between the two.
+    assert median_interval(ratios)[1:] == pytest.approx((true / effect, true * effect))
+
+
+def test_under_six_blocks_the_interval_is_the_range_of_the_pairs():
+    ratios = [1.0, 1.2, 0.9, 1.1, 1.05]  # two blocks and a pair waiting for its partner
+    speedup, low, high = speedup_interval(ratios)
+    assert speedup == pytest.approx((math.sqrt(1.2) + math.sqrt(0.99)) / 2)
+    assert (low, high) == (0.9, 1.2)
+    assert speedup_interval([1.3]) == (1.3, 1.3, 1.3)  # one pair: its own block

@@ -401,3 +401,19 @@ def test_a_done_submission_with_a_pass_is_done(client, alice, done, problems):
     for url, badge in ((detail_url(done.pk), "badge big done"), (SUBMIT_URL, "badge done")):
         page = client.get(url).content.decode()
         assert f'class="{badge}">Done</span>' in page and "none passed" not in page
+
+
+def test_each_case_says_how_many_pairs_it_took_and_whether_it_settled(
+    client, alice, done, problems
+):
+    settled = {"case": "eval-0", "dtype": "bfloat16", "passed": True, "pairs": 12}
+    capped = {"case": "eval-1", "dtype": "bfloat16", "passed": True, "pairs": 40}
+    ProblemResultFactory(
+        submission=done,
+        problem=problems["all-reduce"],
+        cases=[{**settled, "settled": True}, {**capped, "settled": False}],
+    )
+    client.force_login(alice)
+    page = client.get(detail_url(done.pk)).content.decode()
+    assert '<span class="muted small pairs-note">12 pairs</span>' in page
+    assert "40 pairs, interval still wider than 3% at the cap</span>" in page
