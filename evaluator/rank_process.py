@@ -59,6 +59,9 @@ class RankSetup:
     # The CPU cores the rank runs on (empty: any). On GPU hosts with the cores to spare,
     # a rank's two runners share one core and its judge has another (`cores_for`).
     cores: tuple[int, ...] = ()
+    # The reference's runner under the candidate's seccomp filter (bubblewrap hosts): a
+    # filtered process pays for every system call, and both sides should pay alike.
+    seccomp: bool = False
 
 
 def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
@@ -82,6 +85,10 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
     if setup.limits is not None:
         for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
             print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
+    if setup.seccomp:
+        from evaluator.host.bubblewrap import seccomp_filter
+
+        seccomp_filter()
     return device
 
 
