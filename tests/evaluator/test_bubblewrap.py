@@ -54,3 +54,52 @@ def test_a_sandbox_without_cuda_stops_a_gpu_worker_saying_what_to_do():
                 check_cuda_inside(box)  # no GPU here: torch says so inside
         finally:
             box.close()
+
+
+def _seccomp_mode_after_start(rendezvous: str, queue) -> None:  # a spawned process
+    from pathlib import Path
+
+    from evaluator import rank_process
+
+    setup = rank_process.RankSetup(
+        rank=0,
+        world_size=1,
+        backend="gloo",
+        rendezvous=rendezvous,
+        peers=(),
+        threads=1,
+        seccomp=True,
+    )
+    rank_process.start(setup, untrusted=False)
+    status = Path("/proc/self/status").read_text()
+    queue.put(next(line.split()[1] for line in status.splitlines() if line.startswith("Seccomp:")))
+
+
+def test_the_references_runner_takes_the_candidates_filter_in_bubblewrap(tmp_path):
+    """Both sides of a speedup pay alike for a filtered process's system calls: where the
+    candidates' sandbox is bubblewrap's, the reference's runner is filtered too."""
+    import multiprocessing
+
+    from evaluator.judge.pool import RankPools
+
+    limits = sandbox.Limits(cpu_s=7200, open_files=4096)
+    bwrap = RankPools(
+        world_size=2, backend="gloo", scratch=tmp_path, limits=limits, strays=lambda keep: []
+    )
+    jail = RankPools(world_size=2, backend="gloo", scratch=tmp_path, limits=limits)
+    setups = {
+        (name, kind): [s for (s,) in pools._setups(kind, [(), ()])]
+        for name, pools in (("bwrap", bwrap), ("jail", jail))
+        for kind in ("reference", "candidate", "judge")
+    }
+    assert all(s.seccomp and s.limits == limits for s in setups["bwrap", "reference"])
+    assert all(s.limits is None for s in setups["jail", "reference"])
+    assert not any(
+        s.seccomp for key, group in setups.items() if key != ("bwrap", "reference") for s in group
+    )
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_seccomp_mode_after_start, args=(str(tmp_path / "rdv"), queue))
+    proc.start()
+    assert queue.get(timeout=120) == "2"  # SECCOMP_MODE_FILTER
+    proc.join(30)
