@@ -18,7 +18,7 @@ import redis
 from evaluator.contract import FINISHED_TASK, PROGRESS_TASK, STARTED_TASK
 from evaluator.host import liveness
 from evaluator.host.liveness import Attempt
-from evaluator.host.tasks import run_evaluation
+from evaluator.host.run import run_evaluation
 from evaluator.judge import pool
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip

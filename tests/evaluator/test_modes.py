@@ -18,8 +18,8 @@ from evaluator.contract import (
     read_message,
 )
 from evaluator.host.profiles import get_profile
+from evaluator.host.run import run_evaluation
 from evaluator.host.settings import load_settings
-from evaluator.host.tasks import run_evaluation
 from evaluator.judge.modes import problem_run
 from evaluator.judge.problem_run import ProblemRun
 from problems.collective import all_reduce

@@ -15,14 +15,9 @@ from evaluator.contract import (
     read_message,
 )
 from evaluator.host.profiles import get_profile
+from evaluator.host.run import run_evaluation
 from evaluator.host.settings import load_settings
-from evaluator.host.tasks import (
-    HARD_TIME_LIMIT_S,
-    HEARTBEAT_S,
-    VISIBILITY_TIMEOUT_S,
-    app,
-    run_evaluation,
-)
+from evaluator.host.tasks import HARD_TIME_LIMIT_S, HEARTBEAT_S, VISIBILITY_TIMEOUT_S, app
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 

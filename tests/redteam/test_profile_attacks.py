@@ -14,7 +14,7 @@ import json
 import pytest
 
 from evaluator.contract import Mode, ProblemStatus, read_artifacts
-from evaluator.host.tasks import within_budget
+from evaluator.judge.profiling import within_budget
 from tests.evaluator import samples
 from tests.evaluator.judging import judge_files, small_settings
 
