@@ -3,7 +3,7 @@
 Run a worker on the portal queue and one beat:
     celery -A portal worker -Q portal
     celery -A portal beat
-Its configuration is the CELERY_* block of portal/settings.py.
+Its configuration is the CELERY_* block of portal/settings/__init__.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ reads it for the processes of `make run`; manage.py reads it too, so that the RE
 `manage.py` commands work in any shell. Production has no `.env`: its settings come from
 the environment (deploy/), and without a secret key the settings still refuse to load.
 
-The file only puts strings into the environment; portal/settings.py reads and checks
+The file only puts strings into the environment; portal/settings/ reads and checks
 them as it reads every other variable. Lines are `NAME=value`, `# comments` and blank
 lines. A value is bare (no spaces, quotes, `#` or backslashes) or wholly in single or
 double quotes; anything else is refused with its line, rather than read one way here

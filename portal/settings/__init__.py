@@ -1,7 +1,9 @@
 """Settings of the portal, all read from the environment.
 
 Defaults give the embedded setup: SQLite under var/, a local Redis, the CPU profile.
-A bad value fails at start-up rather than later at run time.
+A bad value fails at start-up rather than later at run time (`env.py` reads the values).
+Here: Django, storage, security, uploads, Celery, the API; what the portal asks of hosts
+and teams (liveness, quotas, entries, re-runs) is in `judging.py`, mail in `mail.py`.
 """
 
 from __future__ import annotations
@@ -14,53 +16,18 @@ from django.core.exceptions import ImproperlyConfigured
 
 from evaluator.contract import PORTAL_QUEUE
 from evaluator.host.profiles import DEFAULT_PROFILE, PROFILES
+from portal.settings.env import envbool, envint, envlist, envrate, envstr
+from portal.settings.judging import *  # noqa: F403  (liveness, quotas, entries, re-runs)
+from portal.settings.judging import (
+    PKB_RERUN_EVERY_S,
+    PKB_SWEEP_INTERVAL_S,
+    PKB_VISIBILITY_TIMEOUT_S,
+)
+from portal.settings.mail import *  # noqa: F403
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
-
-_TRUE = {"true", "1", "yes"}
-_FALSE = {"false", "0", "no"}
-
-
-def envbool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in _TRUE:
-        return True
-    if value.lower() in _FALSE:
-        return False
-    raise ImproperlyConfigured(f"{name}={value!r}: expected one of true/false/1/0/yes/no")
-
-
-def envint(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r}: expected an integer") from None
-
-
-def envstr(name: str, default: str | None = None) -> str | None:
-    """NAME, or the content of the file named by NAME_FILE (for secrets); never both."""
-    value = os.environ.get(name)
-    path = os.environ.get(f"{name}_FILE")
-    if value and path:
-        raise ImproperlyConfigured(f"set {name} or {name}_FILE, not both")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={path!r}: {exc}") from None
-    return value or default
-
-
-def envlist(name: str, default: str) -> list[str]:
-    return [item.strip() for item in (envstr(name) or default).split(",") if item.strip()]
-
 
 DEBUG = envbool("PKB_DEBUG", False)
 # pytest (>= 8.2) sets PYTEST_VERSION for its run and every process it starts. Tests run
@@ -227,83 +194,6 @@ if PKB_SUBMISSION_PROFILE not in PROFILES:
 # are never committed, and a watcher thread would outlive their database.
 PKB_LEADERBOARD_REBUILD_ON_CHANGE = envbool("PKB_LEADERBOARD_REBUILD_ON_CHANGE", not TESTING)
 
-# Liveness (docs/recovery.md). An evaluator host sends a heartbeat every PKB_HEARTBEAT_S
-# while it evaluates (the evaluator reads the same variable); the sweeper runs every
-# PKB_SWEEP_INTERVAL_S and requeues a running evaluation silent for PKB_STUCK_AFTER_S, up
-# to PKB_MAX_ATTEMPTS attempts in all. A killed host's work is therefore queued again
-# within heartbeat + stuck + sweep = 10 + 60 + 15 s by default (the issue asks for 2 min).
-# Redis hands an unacknowledged message out again after PKB_VISIBILITY_TIMEOUT_S; the
-# evaluator keeps its running message's deadline fresh on every heartbeat, so the timeout
-# is sized from the heartbeat, not from the longest evaluation.
-PKB_HEARTBEAT_S = envint("PKB_HEARTBEAT_S", 10)
-PKB_STUCK_AFTER_S = envint("PKB_STUCK_AFTER_S", 60)
-PKB_SWEEP_INTERVAL_S = envint("PKB_SWEEP_INTERVAL_S", 15)
-PKB_VISIBILITY_TIMEOUT_S = envint("PKB_VISIBILITY_TIMEOUT_S", 60)
-PKB_MAX_ATTEMPTS = envint("PKB_MAX_ATTEMPTS", 3)
-# A submission whose hardware profile has no worker says so on its page, and fails with
-# that reason once it has waited this long with no such worker seen.
-PKB_NO_WORKER_WAIT_S = envint("PKB_NO_WORKER_WAIT_S", 3600)
-if min(PKB_HEARTBEAT_S, PKB_SWEEP_INTERVAL_S, PKB_MAX_ATTEMPTS, PKB_NO_WORKER_WAIT_S) <= 0:
-    raise ImproperlyConfigured(
-        "PKB_HEARTBEAT_S, PKB_SWEEP_INTERVAL_S, PKB_MAX_ATTEMPTS and PKB_NO_WORKER_WAIT_S "
-        "must be positive"
-    )
-# Two heartbeats may be late (a busy portal queue) before a live host looks dead.
-if PKB_STUCK_AFTER_S < 3 * PKB_HEARTBEAT_S or PKB_VISIBILITY_TIMEOUT_S < 3 * PKB_HEARTBEAT_S:
-    raise ImproperlyConfigured(
-        "PKB_STUCK_AFTER_S and PKB_VISIBILITY_TIMEOUT_S must be at least 3 x PKB_HEARTBEAT_S"
-    )
-
-# Per team, so that one team cannot fill the GPU queue: runs of each mode in the last hour
-# and the last 24 hours (0 per hour: no hourly limit), and submissions queued or running at
-# once, all modes together (web form, API and pkb alike; portal/submissions/quotas.py).
-# Test runs are short (dev cases, no timing) and meant to be many; benchmark and profile
-# runs take a host as long as a ranked one. Ranked runs per day keep their older name.
-PKB_SUBMISSIONS_PER_DAY = envint("PKB_SUBMISSIONS_PER_DAY", 20)
-PKB_RANKED_RUNS_PER_HOUR = envint("PKB_RANKED_RUNS_PER_HOUR", 0)
-PKB_TEST_RUNS_PER_HOUR = envint("PKB_TEST_RUNS_PER_HOUR", 30)
-PKB_TEST_RUNS_PER_DAY = envint("PKB_TEST_RUNS_PER_DAY", 200)
-PKB_BENCHMARK_RUNS_PER_HOUR = envint("PKB_BENCHMARK_RUNS_PER_HOUR", 6)
-PKB_BENCHMARK_RUNS_PER_DAY = envint("PKB_BENCHMARK_RUNS_PER_DAY", 30)
-PKB_PROFILE_RUNS_PER_HOUR = envint("PKB_PROFILE_RUNS_PER_HOUR", 4)
-PKB_PROFILE_RUNS_PER_DAY = envint("PKB_PROFILE_RUNS_PER_DAY", 20)
-PKB_MAX_ACTIVE_SUBMISSIONS = envint("PKB_MAX_ACTIVE_SUBMISSIONS", 2)
-_DAILY = (PKB_SUBMISSIONS_PER_DAY, PKB_TEST_RUNS_PER_DAY, PKB_BENCHMARK_RUNS_PER_DAY)
-if min(*_DAILY, PKB_PROFILE_RUNS_PER_DAY, PKB_MAX_ACTIVE_SUBMISSIONS) <= 0:
-    raise ImproperlyConfigured(
-        "PKB_SUBMISSIONS_PER_DAY, PKB_TEST_RUNS_PER_DAY, PKB_BENCHMARK_RUNS_PER_DAY, "
-        "PKB_PROFILE_RUNS_PER_DAY and PKB_MAX_ACTIVE_SUBMISSIONS must be positive"
-    )
-_HOURLY = (PKB_RANKED_RUNS_PER_HOUR, PKB_TEST_RUNS_PER_HOUR, PKB_BENCHMARK_RUNS_PER_HOUR)
-if min(*_HOURLY, PKB_PROFILE_RUNS_PER_HOUR) < 0:
-    raise ImproperlyConfigured(
-        "PKB_RANKED_RUNS_PER_HOUR, PKB_TEST_RUNS_PER_HOUR, PKB_BENCHMARK_RUNS_PER_HOUR and "
-        "PKB_PROFILE_RUNS_PER_HOUR must be 0 (no hourly limit) or positive"
-    )
-
-# Model and agent entries (portal/entries): an evaluation sends its samples in batches, so
-# an entry has a quota of its own instead of the team's, PKB_ENTRY_SAMPLES_PER_DAY samples
-# (bundles) in any 24 hours, all of a batch queued at once; and declares at most
-# PKB_ENTRY_MAX_SAMPLES samples per problem, which bounds what one entry costs the hosts.
-PKB_ENTRY_SAMPLES_PER_DAY = envint("PKB_ENTRY_SAMPLES_PER_DAY", 40)
-PKB_ENTRY_MAX_SAMPLES = envint("PKB_ENTRY_MAX_SAMPLES", 20)
-if PKB_ENTRY_SAMPLES_PER_DAY <= 0 or PKB_ENTRY_MAX_SAMPLES <= 0:
-    raise ImproperlyConfigured(
-        "PKB_ENTRY_SAMPLES_PER_DAY and PKB_ENTRY_MAX_SAMPLES must be positive"
-    )
-
-# Re-runs for the ranking: every PKB_RERUN_EVERY_S the beat judges each published problem's
-# top PKB_RERUN_TOP entries again with fresh seeds, until each has PKB_RERUN_RUNS judged
-# runs; boards rank by the runs' medians. Off unless PKB_RERUN_ENABLED (it costs GPU time).
-PKB_RERUN_ENABLED = envbool("PKB_RERUN_ENABLED", False)
-PKB_RERUN_TOP = envint("PKB_RERUN_TOP", 3)
-PKB_RERUN_RUNS = envint("PKB_RERUN_RUNS", 3)
-PKB_RERUN_EVERY_S = envint("PKB_RERUN_EVERY_S", 3600)
-if min(PKB_RERUN_TOP, PKB_RERUN_RUNS, PKB_RERUN_EVERY_S) <= 0:
-    raise ImproperlyConfigured(
-        "PKB_RERUN_TOP, PKB_RERUN_RUNS and PKB_RERUN_EVERY_S must be positive"
-    )
-
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
 if TESTING:
     # A Redis database of the suite's own: a developer's running site and the tests never
@@ -335,18 +225,6 @@ CELERY_BEAT_SCHEDULE = {
     "rerun-top": {"task": "portal.rerun_top", "schedule": float(PKB_RERUN_EVERY_S)},
 }
 CELERY_TIMEZONE = TIME_ZONE
-
-
-_RATE_PERIODS = {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}
-
-
-def envrate(name: str, default: str) -> str:
-    """A DRF throttle rate such as 120/min (per s, min, hour or day)."""
-    value = envstr(name, default) or default
-    count, _, period = value.partition("/")
-    if not count.isdigit() or period not in _RATE_PERIODS:
-        raise ImproperlyConfigured(f"{name}={value!r}: expected N/s, N/min, N/hour or N/day")
-    return value
 
 
 # API throttling. Counters live in Redis (the cache "throttle") so that all web processes
@@ -407,34 +285,6 @@ SPECTACULAR_SETTINGS = {
         "ProblemResultStatusEnum": "portal.submissions.models.ProblemResult.Status",
     },
 }
-
-# Mail: "your submission is judged" to a team's members who gave an email, and password
-# resets. The console backend (the default) prints each mail in the process that sends it;
-# production sets smtp and the server's address. Links in mail need the site's address,
-# which a Celery worker has no request to take it from.
-_EMAIL_BACKENDS = {
-    "console": "django.core.mail.backends.console.EmailBackend",
-    "smtp": "django.core.mail.backends.smtp.EmailBackend",
-}
-_email_backend = envstr("PKB_EMAIL_BACKEND", "console") or "console"
-if _email_backend not in _EMAIL_BACKENDS:
-    raise ImproperlyConfigured(f"PKB_EMAIL_BACKEND={_email_backend!r}: expected console or smtp")
-EMAIL_BACKEND = _EMAIL_BACKENDS[_email_backend]
-EMAIL_HOST = envstr("PKB_EMAIL_HOST", "localhost") or "localhost"
-EMAIL_PORT = envint("PKB_EMAIL_PORT", 587)
-EMAIL_HOST_USER = envstr("PKB_EMAIL_USER", "") or ""
-EMAIL_HOST_PASSWORD = envstr("PKB_EMAIL_PASSWORD", "") or ""
-EMAIL_USE_TLS = envbool("PKB_EMAIL_STARTTLS", True)
-# A mail server that does not answer holds the sender this long at most: the portal's
-# worker sends "judged" mail after recording, before its next message.
-EMAIL_TIMEOUT = envint("PKB_EMAIL_TIMEOUT_S", 10)
-DEFAULT_FROM_EMAIL = envstr("PKB_EMAIL_FROM", "pkb@localhost") or "pkb@localhost"
-SERVER_EMAIL = DEFAULT_FROM_EMAIL
-PKB_SITE_URL = (envstr("PKB_SITE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
-if not PKB_SITE_URL.startswith(("http://", "https://")):
-    raise ImproperlyConfigured(f"PKB_SITE_URL={PKB_SITE_URL!r}: expected http(s)://host[:port]")
-if EMAIL_TIMEOUT <= 0:
-    raise ImproperlyConfigured("PKB_EMAIL_TIMEOUT_S must be positive")
 
 # Retention (portal/ops/retention.py, hourly on the beat): logs of results, and bundles
 # that nothing can rank, re-judge or publish, are deleted this many days after their
