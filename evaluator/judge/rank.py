@@ -216,9 +216,9 @@ class _Judge:
         """The candidate's processes stand still while the reference's runner works (its
         rounds of a pair, or its tare): a process bundle code forked cannot steal the
         reference's CPU while the judge times it. One stop for the whole side, confirmed
-        before its first round (`processes.stopped`): a stop per round woke the
-        candidate's threads on the runners' shared core inside the reference's rounds,
-        and read the reference 2-8% slower when it went second (one H100, 2026-11-26)."""
+        before its first round (`processes.stopped`): a stop wakes each thread of the
+        stopped process to stop itself, on the runners' shared core, and a stop per round
+        put those wake-ups inside the reference's timed rounds."""
         return stopped(self.candidate_group)
 
     def candidate_rounds(
