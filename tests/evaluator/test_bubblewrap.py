@@ -92,8 +92,8 @@ def test_the_references_runner_takes_the_candidates_filter_in_bubblewrap(tmp_pat
         for name, pools in (("bwrap", bwrap), ("jail", jail))
         for kind in ("reference", "candidate", "judge")
     }
-    assert all(s.seccomp and s.limits == limits for s in setups["bwrap", "reference"])
-    assert all(s.limits is None for s in setups["jail", "reference"])
+    assert all(s.seccomp and s.limits is None for s in setups["bwrap", "reference"])
+    assert all(s.limits == limits for s in setups["bwrap", "candidate"])
     assert not any(
         s.seccomp for key, group in setups.items() if key != ("bwrap", "reference") for s in group
     )
