@@ -15,6 +15,7 @@ from evaluator.contract import ProblemResult as Reported
 from portal.api import throttling
 from portal.api.services import api_token_create
 from portal.cli import main as cli
+from portal.cli.commands import common
 from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_progress, evaluation_start
 from tests.portal.bundles import solving, zip_bundle
@@ -211,7 +212,7 @@ def evaluate_between_polls(monkeypatch, *, outcome=EvaluationOutcome.DONE, resul
             evaluation_finish(message=message)
         polls.append(seconds)
 
-    monkeypatch.setattr(cli, "sleep", sleep)
+    monkeypatch.setattr(common, "sleep", sleep)
     return polls
 
 
@@ -264,7 +265,7 @@ def test_submit_wait_rides_out_a_429(capsys, monkeypatch, as_alice, bundle):
         else:  # waiting out the 429: the budget comes back
             monkeypatch.setattr(throttling.UserRateThrottle, "rate", "100/min", raising=False)
 
-    monkeypatch.setattr(cli, "sleep", sleep)
+    monkeypatch.setattr(common, "sleep", sleep)
     code, out, _ = run(capsys, "submit", str(bundle), "--wait")
     assert code == 0, out
     assert waits[0] == cli.POLL_S and 1 <= waits[1] <= 60

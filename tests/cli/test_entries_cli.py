@@ -8,6 +8,7 @@ import zipfile
 import pytest
 
 from portal.cli import main as cli
+from portal.cli.commands import common
 from portal.entries.models import Entry, EntrySample
 from portal.submissions.models import Submission
 from tests.portal.bundles import SOLUTION, solving
@@ -137,7 +138,7 @@ def test_submit_wait_follows_the_batch_until_it_is_judged(capsys, as_alice, tmp_
         for sample in EntrySample.objects.select_related("submission"):
             finish(sample.submission.evaluation_id, passed("all-reduce"))
 
-    monkeypatch.setattr(cli, "sleep", judge_everything)
+    monkeypatch.setattr(common, "sleep", judge_everything)
     code, out, err = run(
         capsys, "submit", "--entry", "claude-kernels", "--wait", "--samples",
         str(samples_dir(tmp_path, 2, as_zip=True)),

@@ -1,5 +1,7 @@
 """`pkb entry ...` and `pkb submit --entry NAME --samples DIR`: a model evaluation's harness
-registers its entry, sends its samples as one batch and follows it unattended."""
+registers its entry, sends its samples as one batch and follows it unattended.
+
+`pkb entry register` and `pkb entry status` are here; `pkb submit`'s side is in submit.py."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any
 from rich.table import Table
 
 from portal.cli.client import Client
+from portal.cli.commands import common
+from portal.cli.commands.common import EXIT_OK, err, out
 
 SAMPLE_NAME = re.compile(r"sample_(\d+)(\.zip|\.tar\.gz|\.tgz)?$")
 FINISHED = {"done", "failed", "cancelled"}
@@ -138,3 +142,27 @@ def summary(status: dict) -> str:
 
 def dumps(status: dict) -> str:
     return json.dumps(status, indent=2, sort_keys=True)
+
+
+def print_status(status: dict, *, as_json: bool) -> None:
+    """An entry's or a batch's status: as JSON for a harness, else a summary and a table."""
+    if as_json:
+        out().print(dumps(status))
+    else:
+        out().print(summary(status))
+        out().print(status_table(status))
+
+
+def cmd_entry_register(args: argparse.Namespace) -> int:
+    client = common.client(args, need_token=True)
+    entry = register(client, args)
+    err().print(
+        f"Registered {entry['kind']} entry {entry['slug']} for {entry['team_name']}: "
+        f"n={entry['samples_per_problem']}, k={entry['k']}. {entry['html_url']}"
+    )
+    return EXIT_OK
+
+
+def cmd_entry_status(args: argparse.Namespace) -> int:
+    print_status(entry_status(common.client(args), args.name), as_json=args.json)
+    return EXIT_OK
