@@ -14,12 +14,9 @@ from collections.abc import Callable, Sequence
 
 from portal.cli import config
 from portal.cli.client import ApiError
-from portal.cli.commands import account, artifacts, boards, common, entries, submissions
+from portal.cli.commands import account, artifacts, boards, entries, submissions
 from portal.cli.commands.common import EXIT_ERROR, EXIT_USAGE, POLL_S, UsageError, err
 from portal.cli.commands.submit import MODES, cmd_submit
-
-# Read here by tests/cli/test_speedup_intervals.py, from before the commands moved out.
-_speedup = common.speedup
 
 
 def _positive(text: str) -> float:

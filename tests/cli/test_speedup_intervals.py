@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portal.cli import main as cli
+from portal.cli.commands import common
 from portal.submissions.services import rerun_queue
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory
 from tests.portal.judging import judge_rerun, judged, passed
@@ -61,9 +62,9 @@ def test_a_message_with_terminal_escapes_is_printed_as_text(
 
 
 def test_the_format_itself():
-    assert cli._speedup({"speedup": 1.84, "speedup_low": 1.8, "speedup_high": 1.88}) == (
+    assert common.speedup({"speedup": 1.84, "speedup_low": 1.8, "speedup_high": 1.88}) == (
         "1.84x (1.80–1.88)"
     )
-    assert cli._speedup({"speedup": 1.84, "speedup_low": None, "speedup_high": None}) == "1.84x"
-    assert cli._speedup({"speedup": 1.84}) == "1.84x"
-    assert cli._speedup({"speedup": None, "speedup_low": 1.0, "speedup_high": 2.0}) == "—"
+    assert common.speedup({"speedup": 1.84, "speedup_low": None, "speedup_high": None}) == "1.84x"
+    assert common.speedup({"speedup": 1.84}) == "1.84x"
+    assert common.speedup({"speedup": None, "speedup_low": 1.0, "speedup_high": 2.0}) == "—"
