@@ -34,7 +34,7 @@ _FALSE = {"0", "false", "no", "off"}
 # back-to-back calls (docs/measurements/2026-11-25-trusted-judging-h100.md).
 _TIMING_DEFAULTS = {"gloo": (3, 20), "nccl": (10, 500)}
 # Pairs of rounds per case (iters split among the first `rounds`): (at least, at most).
-# At least 6: under 6 crossover blocks (12 pairs) the interval is the range of the pairs,
+# At least 6: under 8 crossover blocks (16 pairs) the interval is the range of the pairs,
 # whose coverage reaches 95% at 6 (stats.py); GPU hosts add pairs while the interval is
 # wider than PKB_TARGET_HALFWIDTH of the median. CPU hosts (2 cores, gloo) never come
 # near 3%: a fixed 6 keeps their wall time.
