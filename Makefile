@@ -59,7 +59,7 @@ TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py 
 	portal/leaderboard/selectors portal/entries/selectors \
 	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
-	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/bubblewrap.py evaluator/host/canary.py \
+	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/bubblewrap.py evaluator/host/canary.py evaluator/host/run.py \
 	portal/ops/canaries.py problems/spec.py
 
 lint: install

@@ -60,8 +60,9 @@ def rescored_run(cases: Any) -> dict[str, Any] | None:
     case has no pairs to read (it keeps what it has)."""
     if not isinstance(cases, list) or not cases:
         return None
-    new_cases = [rescored_case(case) for case in cases]
-    if any(case is None for case in new_cases):
+    read = [rescored_case(case) for case in cases]
+    new_cases = [case for case in read if case is not None]
+    if len(new_cases) != len(read):
         return None
     numbers: dict[str, Any] = {"cases": new_cases}
     for name in INTERVAL:
