@@ -226,6 +226,8 @@ README_MANAGE_PY = {
     "submit_example": None,  # above
     "sync_problems": "sync_problems",
     "rerun_top": "rerun_top --top 3",
+    "rescore_intervals": "rescore_intervals --dry-run && .venv/bin/python manage.py "
+    "rescore_intervals",
     "bundles": "bundles backup var/bundles.tar && .venv/bin/python manage.py bundles "
     "restore var/bundles.tar",
 }
