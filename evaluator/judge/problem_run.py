@@ -260,7 +260,7 @@ class ProblemRun:
             pair: dict[str, Any] = {n: t / done * 1e6 for n, t in zip(names, times, strict=True)}
             result.rounds.append({**pair, "first": first})
             result.iterations += done
-            net_of_harness(result, self.settings.target_halfwidth)
+            net_of_harness(result, self.settings.target_halfwidth, self.settings.run_spread)
         if self.on_round is not None:
             for pair in result.rounds:
                 self.on_round(self.slug, case.name, dict(pair))

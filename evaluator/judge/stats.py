@@ -22,6 +22,10 @@ NET_FLOOR = 0.05
 # take no longer.
 REPORTED = 0.99
 SETTLING = 0.95
+# What no number of pairs can shrink: the same code reads differently from one evaluation
+# (one pair of runner processes) to the next. On GPU hosts the reported interval adds this
+# relative spread of a run's median, at the interval's confidence, to the pairs' own
+# (`with_run_spread`; the host's PKB_RUN_SPREAD, evaluator/host/settings.py).
 
 
 def round_time(per_rank: Sequence[Sequence[float]]) -> float:
@@ -58,13 +62,14 @@ def median_interval(
     return statistics.median(xs), xs[k - 1], xs[n - k]
 
 
-def net_of_harness(result: CaseResult, target_halfwidth: float) -> None:
+def net_of_harness(result: CaseResult, target_halfwidth: float, run_spread: float = 0.0) -> None:
     """A case's times and speedup from its pairs so far, net of the harness: each round
     less the case's quickest tare, the same on both sides (the harness's cost per call is
     the same for the reference and the candidate, and the quickest tare never takes away
     more than it costs). Recomputed from the gross times after every pair: the quickest
-    tare may change. `settled`: the interval's half-width is within `target_halfwidth` of
-    the median."""
+    tare may change. The reported interval adds `run_spread` (`with_run_spread`);
+    `settled`: the pairs' own 95% interval is within `target_halfwidth` of the median
+    (more pairs narrow that one; the run's spread they cannot)."""
     pairs = result.rounds
     harness = min(p["tare_us"] for p in pairs)
     for pair in pairs:
@@ -80,23 +85,48 @@ def net_of_harness(result: CaseResult, target_halfwidth: float) -> None:
     result.pairs = len(pairs)
     ratios = [p["reference_us"] / p["candidate_us"] for p in pairs if p["candidate_us"] > 0]
     if ratios:
-        result.speedup, result.speedup_low, result.speedup_high = speedup_interval(ratios)
+        result.speedup, result.speedup_low, result.speedup_high = speedup_interval(
+            ratios, run_spread=run_spread
+        )
         _, low, high = speedup_interval(ratios, SETTLING)
         result.settled = (high - low) / 2 <= target_halfwidth * result.speedup
 
 
 def speedup_interval(
-    ratios: Sequence[float], confidence: float = REPORTED
+    ratios: Sequence[float], confidence: float = REPORTED, run_spread: float = 0.0
 ) -> tuple[float, float, float]:
     """The speedup and its interval from the pairs' ratios, in the order they ran: the
     median of the crossover blocks and the blocks' order-statistic interval; with too few
     blocks for any order statistics to reach `confidence` (under 6 for 95%, 8 for 99%)
     the range of the pairs' ratios, which holds every block (a block lies between its
-    two ratios)."""
+    two ratios). With `run_spread`, widened by it (`with_run_spread`)."""
     blocks = crossover_blocks(ratios)
     if 1 - 2.0 ** (1 - len(blocks)) >= confidence:  # the blocks' range reaches it
-        return median_interval(blocks, confidence)
-    return statistics.median(blocks), min(ratios), max(ratios)
+        median, low, high = median_interval(blocks, confidence)
+    else:
+        median, low, high = statistics.median(blocks), min(ratios), max(ratios)
+    return median, *with_run_spread(median, low, high, run_spread, confidence)
+
+
+def with_run_spread(
+    median: float, low: float, high: float, run_spread: float, confidence: float
+) -> tuple[float, float]:
+    """The interval's ends widened by a run-level spread: on a log scale each half adds,
+    in quadrature, `run_spread` (a relative standard deviation of a run's median) times
+    the normal quantile of `confidence`. The pairs' interval says how well this run's
+    processes were measured; this says how far another run's processes could read. Over
+    twelve same-code runs of 2026-11-26 (one H100 on three leases, one H200; 36 cases of
+    up to 200 pairs) the pairs' own 99% intervals covered 1.00 in 32 and read within 2% in
+    26; one run in four on one H100 lease read 3-7% against the candidate at launch-bound
+    sizes, in every pair. With 2% added, all 36 covered it
+    (docs/measurements/2026-11-26-pairs-to-settle.md)."""
+    if run_spread <= 0 or not 0 < low <= median <= high:
+        return low, high
+    z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+    extra = (z * run_spread) ** 2
+    down = math.sqrt(math.log(median / low) ** 2 + extra)
+    up = math.sqrt(math.log(high / median) ** 2 + extra)
+    return median * math.exp(-down), median * math.exp(up)
 
 
 def crossover_blocks(ratios: Sequence[float]) -> list[float]:

@@ -60,7 +60,7 @@ def calibrate(
         "backend": profile.backend,
         "settings": {
             k: getattr(settings, k)
-            for k in ("warmup", "iters", "rounds", "max_rounds", "target_halfwidth")
+            for k in ("warmup", "iters", "rounds", "max_rounds", "target_halfwidth", "run_spread")
         },
         "wall_s": round(time.monotonic() - began, 1),
         "environment": environment,
@@ -114,10 +114,12 @@ def clock_markdown(report: dict[str, Any]) -> str:
         f"the candidate, {report['settings']['rounds']} to {report['settings']['max_rounds']} "
         "pairs of rounds per case (first side alternating); per-call "
         "times on the judges' clock. The speedup is the median of the crossover blocks "
-        "(two pairs, one of each order); the last two columns the median pair ratio by "
-        "which side went first.",
+        "(two pairs, one of each order); the interval is the one a result reports (the "
+        "blocks' nominal 99% interval, widened by the host's run spread of "
+        f"{report['settings'].get('run_spread', 0.0):.1%}); the last two columns the median "
+        "pair ratio by which side went first.",
         "",
-        "| case | pairs | settled | speedup | 95% interval | lowest pair | highest pair "
+        "| case | pairs | settled | speedup | interval | lowest pair | highest pair "
         "| reference first | candidate first |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -230,3 +230,37 @@ def test_the_reported_interval_is_the_99_percent_one_and_pairs_settle_on_the_95(
     net_of_harness(result, target_halfwidth=(narrow[2] - narrow[1]) / 2 / narrow[0] + 1e-9)
     assert (result.speedup_low, result.speedup_high) == pytest.approx((wide[1], wide[2]))
     assert result.settled  # on the 95% interval's width, though the 99% one is wider
+
+
+def test_a_run_spread_widens_the_reported_interval_but_not_the_one_pairs_settle_on():
+    """What more pairs cannot shrink (the same code read 3-7% apart from one run to the
+    next on one H100) is added to the reported interval's halves on a log scale, in
+    quadrature with the pairs' own; how many pairs a case takes still follows the pairs'
+    own interval, which more pairs do narrow."""
+    from statistics import NormalDist
+
+    from evaluator.contract import CaseResult
+    from evaluator.judge.stats import net_of_harness, with_run_spread
+
+    z = NormalDist().inv_cdf(0.995)
+    # A point interval widens by exactly z * spread each way.
+    low, high = with_run_spread(1.2, 1.2, 1.2, 0.02, 0.99)
+    assert (math.log(1.2 / low), math.log(high / 1.2)) == pytest.approx((z * 0.02, z * 0.02))
+    # In quadrature: a half of 3% and a spread's 4% make 5%.
+    low, high = with_run_spread(1.0, math.exp(-0.03), math.exp(0.03), 0.04 / z, 0.99)
+    assert (low, high) == pytest.approx((math.exp(-0.05), math.exp(0.05)))
+    assert with_run_spread(1.0, 0.9, 1.1, 0.0, 0.99) == (0.9, 1.1)  # none on CPU hosts
+
+    ratios = [1.0 + 0.004 * ((7 * k) % 11 - 5) for k in range(40)]
+    result = CaseResult(case="c", dtype="bfloat16", passed=True)
+    result.rounds = [
+        {"reference_gross_us": 10.0 * r, "candidate_gross_us": 10.0, "tare_us": 0.0} for r in ratios
+    ]
+    narrow = speedup_interval(ratios, 0.95)
+    target = (narrow[2] - narrow[1]) / 2 / narrow[0] + 1e-9
+    net_of_harness(result, target_halfwidth=target, run_spread=0.02)
+    assert (result.speedup, result.speedup_low, result.speedup_high) == pytest.approx(
+        speedup_interval(ratios, run_spread=0.02)
+    )
+    assert result.speedup_high / result.speedup_low > math.exp(2 * z * 0.02)
+    assert result.settled  # on the pairs' own 95% interval

@@ -39,7 +39,12 @@ def test_settings_default_to_the_embedded_setup():
 def test_gpu_profiles_time_more_rounds_of_more_calls(caplog):
     settings = load_settings({"PKB_PROFILE": "h200x4"})
     assert (settings.rounds, settings.warmup, settings.iters) == (10, 10, 500)
-    assert (settings.most_rounds, settings.target_halfwidth) == (40, 0.03)
+    assert (settings.most_rounds, settings.target_halfwidth) == (200, 0.03)
+    assert settings.run_spread == 0.02  # what more pairs cannot shrink (judge/stats.py)
+    assert load_settings({"PKB_PROFILE": "h200x4", "PKB_RUN_SPREAD": "0"}).run_spread == 0
+    assert load_settings({"PKB_PROFILE": "cpu"}).run_spread == 0
+    with pytest.raises(SettingsError, match="PKB_RUN_SPREAD"):
+        load_settings({"PKB_RUN_SPREAD": "-0.01"})
     settings = load_settings({"PKB_ROUNDS": "4", "PKB_CLOCK_MARGIN_S": "0.02"})
     assert settings.rounds == settings.most_rounds == 4
     # The margin of the former clock is gone: a host that still sets it is told so.
@@ -134,8 +139,8 @@ def test_the_candidate_user_is_ignored_when_the_worker_is_not_root(caplog):
 
 def test_the_pairs_adapt_between_bounds_the_host_sets():
     gpu = {"PKB_PROFILE": "h200x2"}
-    settings = load_settings({**gpu, "PKB_ROUNDS": "50"})
-    assert settings.rounds == settings.most_rounds == 50  # a cap never undoes more pairs
+    settings = load_settings({**gpu, "PKB_ROUNDS": "250"})
+    assert settings.rounds == settings.most_rounds == 250  # a cap never undoes more pairs
     settings = load_settings({**gpu, "PKB_MAX_ROUNDS": "12", "PKB_TARGET_HALFWIDTH": "0.05"})
     assert (settings.rounds, settings.most_rounds, settings.target_halfwidth) == (10, 12, 0.05)
     with pytest.raises(SettingsError, match="PKB_MAX_ROUNDS .8. must be at least PKB_ROUNDS"):

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from evaluator.contract import CaseResult
+from evaluator.host.settings import default_run_spread
 from evaluator.judge.stats import geomean, speedup_interval
 from portal.submissions.models import ProblemResult
 from tests.portal.factories import SubmissionFactory
@@ -34,8 +35,8 @@ def _case(name: str, ratios: list[float], **kwargs) -> CaseResult:
     )
 
 
-def _judged(problems, *cases: CaseResult) -> ProblemResult:
-    submission = SubmissionFactory(running=True, problems=["all-reduce"])
+def _judged(problems, *cases: CaseResult, profile: str = "cpu") -> ProblemResult:
+    submission = SubmissionFactory(running=True, problems=["all-reduce"], profile=profile)
     assert finish(
         submission.evaluation_id, passed(speedup=1.2, low=1.1, high=1.3, cases=list(cases))
     )
@@ -81,3 +82,27 @@ def test_a_dry_run_writes_nothing_and_a_case_without_pairs_keeps_its_numbers(pro
     assert (without.speedup_low, without.speedup_high) == (1.1, 1.3)
     with_pairs.refresh_from_db()
     assert math.isclose(with_pairs.speedup, 1.2)
+
+
+@pytest.mark.django_db
+def test_a_gpu_result_takes_its_hosts_run_spread_and_a_cpu_one_none(problems):
+    """A GPU host adds the spread between runs to its intervals (stats.with_run_spread);
+    results judged before are read again with its default, CPU ones without."""
+    gpu = _judged(problems, _case("a", RATIOS), profile="h200x2")
+    cpu = _judged(problems, _case("a", RATIOS))
+    _rescore()
+    gpu.refresh_from_db()
+    cpu.refresh_from_db()
+    spread = default_run_spread("nccl")
+    assert spread > 0 and default_run_spread("gloo") == 0
+    assert (cpu.speedup, cpu.speedup_low, cpu.speedup_high) == pytest.approx(
+        speedup_interval(RATIOS)
+    )
+    assert (gpu.speedup, gpu.speedup_low, gpu.speedup_high) == pytest.approx(
+        speedup_interval(RATIOS, run_spread=spread)
+    )
+    # The pairs alone read 1.20 (1.20-1.20); the run's spread widens both ends alike.
+    assert gpu.speedup_low < cpu.speedup_low <= cpu.speedup_high < gpu.speedup_high
+    assert math.log(gpu.speedup / gpu.speedup_low) == pytest.approx(
+        math.log(gpu.speedup_high / gpu.speedup), rel=1e-6
+    )
