@@ -1,6 +1,6 @@
 """The harness's floor, and same code judged against itself (numbers to read, not tests).
 
-    python -m evaluator.tools.floor --out DIR [--iters 200] [--calls 10,50] [--cpu]
+    python -m evaluator.tools.floor --out DIR [--calls 10,50] [--repeats 3] [--cpu]
     python -m evaluator.tools.floor --calibrate --out DIR [--profile h200x2] [--rounds 20]
 
 FLOOR (one process per GPU, started here; `--cpu`: two gloo ranks). The all-reduce
@@ -8,9 +8,12 @@ problem's reference at 64K, 1M and 16M bf16 elements (1K and 16K float32 on CPU)
 empty solution that only copies its input into a preallocated output:
   - events:    back-to-back calls on one input between two CUDA events, in one process
                (the independent measurement, as nccl-tests times a collective), on the
-               core the evaluator gives the rank's runners; taken before and after the
-               evaluator's lines, and their mean is what the evaluator is held against (a
-               host's speed moves by tens of percent between minutes: docs/measurements);
+               core the evaluator gives the rank's runners, in bursts of a round's
+               length with a pause before each (the median over the bursts); taken
+               before and after each of the evaluator's passes (--repeats), and their
+               mean is what that pass is held against (a host's speed moves by tens of
+               percent between minutes: docs/measurements); a line shows the medians
+               over the passes;
   - fresh:     the same over a batch of fresh inputs;
   - evaluator: the whole evaluator (`runner.evaluate_bundle`): the median per-call time of
                the candidate's rounds, on the judge's clock (from before it writes a round's
@@ -32,6 +35,7 @@ import dataclasses
 import json
 import multiprocessing as mp
 import os
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -54,6 +58,8 @@ from problems.spec import Case, InputContext
 GPU_SIZES: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 24)
 CPU_SIZES: tuple[int, ...] = (1 << 10, 1 << 14)
 WARMUP = 10
+# Between two bursts of the events lines: about the time the other side's rounds take.
+BURST_GAP_S = 0.02
 CALLS = (10,)  # timed calls per round: the evaluator's nccl default (100 iters, 10 rounds)
 # The issue's goal for the harness: within 15% of the events, or 5 us, whichever is larger.
 GOAL_REL, GOAL_US = 0.15, 5.0
@@ -94,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         "(floor: 10; --calibrate: the profile's, adding pairs as the evaluator does)",
     )
     parser.add_argument("--max-rounds", type=int, default=None, help="--calibrate: at most")
-    parser.add_argument("--iters", type=int, default=200, help="calls of the events lines")
+    parser.add_argument("--iters", type=int, default=50, help="calls of an events burst")
+    parser.add_argument("--bursts", type=int, default=20, help="bursts of an events line")
     parser.add_argument("--calls", default=",".join(map(str, CALLS)), help="calls per round")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="evaluator passes, each between takes of events"
+    )
     parser.add_argument("--cpu", action="store_true", help="the floor over gloo, to try it")
     parser.add_argument("--port", type=int, default=29561, help="the floor's rendezvous port")
     args = parser.parse_args(argv)
@@ -120,24 +130,25 @@ def _write(folder: Path, name: str, report: dict[str, Any], markdown: str) -> No
 
 
 def floor(args: argparse.Namespace) -> dict[str, Any]:
-    """The floor table; `--cpu` runs it over gloo, to try the command without GPUs."""
+    """The floor table; `--cpu` runs it over gloo, to try the command without GPUs.
+
+    Events, then the evaluator, then events again, `--repeats` times (each evaluator pass
+    between two takes of the events): a host's speed moves by tens of percent between
+    minutes, so each pass is held against the events around it, and a line reports the
+    median over the passes of the evaluator, the events and the gap."""
     world = args.world_size or (2 if args.cpu else torch.cuda.device_count())
     if world < 1:
         raise SystemExit("the floor needs CUDA GPUs (or --cpu)")
-    before = _events_lines(world, args)
     calls = [int(c) for c in str(args.calls).split(",") if c]
-    evaluator = {c: _through_the_evaluator(world, args, c) for c in calls}
-    after = _events_lines(world, args)
-    lines = []
-    for line, later in zip(before, after, strict=True):
-        line["events_before_us"], line["events_after_us"] = line["events_us"], later["events_us"]
-        line["events_us"] = (line["events_us"] + later["events_us"]) / 2
-        line["fresh_us"] = (line["fresh_us"] + later["fresh_us"]) / 2
-        for c, results in evaluator.items():
-            net, harness = results.get((line["solution"], line["n"]), (None, None))
-            line[f"evaluator_{c}_us"], line[f"harness_{c}_us"] = net, harness
-        lines.append(line)
+    takes = [_events_lines(world, args)]
+    passes = []
+    for _ in range(max(1, args.repeats)):
+        passes.append({c: _through_the_evaluator(world, args, c) for c in calls})
+        takes.append(_events_lines(world, args))
+    lines = [_floor_line([take[i] for take in takes], passes, calls) for i in range(len(takes[0]))]
     report: dict[str, Any] = {"world_size": world, "iters": args.iters, "calls": calls}
+    report["bursts"] = args.bursts
+    report["repeats"] = len(passes)
     report["lines"] = lines
     report["environment"] = {
         "gpu": "CPU (gloo)" if args.cpu else torch.cuda.get_device_name(0),
@@ -145,6 +156,33 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
         "nccl": "-" if args.cpu else ".".join(map(str, torch.cuda.nccl.version())),
     }
     return report
+
+
+def _floor_line(
+    takes: list[dict[str, Any]],
+    passes: list[dict[int, dict[tuple[str, int], tuple[float | None, float | None]]]],
+    calls: list[int],
+) -> dict[str, Any]:
+    """One solution and size: every take of the events and every evaluator pass, each pass
+    held against the mean of the takes before and after it; the medians of those."""
+    line = {k: takes[0][k] for k in ("solution", "n")}
+    events = [t["events_us"] for t in takes]
+    around = [(a + b) / 2 for a, b in zip(events, events[1:], strict=False)]
+    line["events_takes_us"] = events
+    line["events_us"] = statistics.median(around)
+    line["fresh_us"] = statistics.median(t["fresh_us"] for t in takes)
+    for c in calls:
+        found = [p[c].get((line["solution"], line["n"]), (None, None)) for p in passes]
+        nets = [net for net, _ in found if net is not None]
+        harness = [h for _, h in found if h is not None]
+        line[f"harness_{c}_us"] = statistics.median(harness) if harness else None
+        line[f"evaluator_{c}_us"] = line[f"gap_{c}_us"] = None
+        if len(nets) == len(passes):
+            gaps = [net - base for net, base in zip(nets, around, strict=True)]
+            line[f"evaluator_passes_{c}_us"] = nets
+            line[f"evaluator_{c}_us"] = statistics.median(nets)
+            line[f"gap_{c}_us"] = statistics.median(gaps)
+    return line
 
 
 def _events_lines(world: int, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -204,8 +242,8 @@ def _floor_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> 
             return all_reduce.make_inputs(case, ctx)
 
         for name, fn in zip(SOLUTIONS, (all_reduce.solution, copier), strict=True):
-            events = _events_over(fn, [make(0)], args.iters, device)
-            fresh = _events_over(fn, [make(1 + i) for i in range(10)], args.iters, device)
+            events = _events_over(fn, [make(0)], args, device)
+            fresh = _events_over(fn, [make(1 + i) for i in range(10)], args, device)
             lines.append(
                 {
                     "solution": name,
@@ -223,8 +261,24 @@ def case_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
-def _events_over(fn: Callable[..., Any], inputs: list[dict], iters: int, device: Any) -> float:
-    """Back-to-back calls between two events, taking the staged inputs in turn."""
+def _events_over(
+    fn: Callable[..., Any], inputs: list[dict], args: argparse.Namespace, device: Any
+) -> float:
+    """The median over `--bursts` bursts of `--iters` back-to-back calls each, a pause
+    before each. The evaluator's rounds are bursts too (a warm-up round, then the timed
+    calls, after the other side's rounds), and its median over rounds spread over seconds
+    samples the host's speed phases; a single take of back-to-back calls, a few ms long,
+    caught a fast or a slow moment (2026-11-26: takes of one line minutes apart read 25
+    and 49 us on one H200, docs/measurements/2026-11-26-pairs-to-settle.md)."""
+    times = []
+    for _ in range(max(1, args.bursts)):
+        time.sleep(BURST_GAP_S)
+        times.append(_burst(fn, inputs, args.iters, device))
+    return statistics.median(times)
+
+
+def _burst(fn: Callable[..., Any], inputs: list[dict], iters: int, device: Any) -> float:
+    """Back-to-back calls between two events, taking the inputs in turn, after WARMUP."""
     for i in range(WARMUP):
         fn(**inputs[i % len(inputs)])
     if device.type != "cuda":
@@ -299,29 +353,30 @@ def floor_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# The harness's floor ({report['world_size']} ranks, {report['environment']['gpu']})",
         "",
-        f"Slowest rank per call, us: events are the mean of {report['iters']} back-to-back "
-        "calls, on the runners' core, taken before and after the evaluator's lines (the "
-        "mean of the two; both in floor.json); the evaluator's lines the median per-call "
-        "time of its candidate rounds, on "
-        f"the judge's clock, at {', '.join(map(str, calls))} calls per round, net of the "
-        "harness (the quickest tare of the case: the same round around a call that returns "
-        f"at once, shown as 'harness'). Goal: within {GOAL_REL:.0%} of the events, or "
-        f"{GOAL_US:g} us.",
+        f"Slowest rank per call, us: events are the median over {report.get('bursts', 1)} "
+        f"bursts of {report['iters']} back-to-back calls (each after {WARMUP} calls and a "
+        f"{BURST_GAP_S * 1000:g} ms pause), on the runners' core; the evaluator's lines "
+        "the median per-call time of its candidate rounds, on the judge's clock, at "
+        f"{', '.join(map(str, calls))} calls per round, net of the harness (the quickest "
+        "tare of the case: the same round around a call that returns at once, shown as "
+        f"'harness'). The evaluator ran {report.get('repeats', 1)} times, each time between "
+        "two takes of the events; each pass is held against the mean of the takes around "
+        "it, and the table shows the medians over the passes (every take and pass in "
+        "floor.json). Goal: within "
+        f"{GOAL_REL:.0%} of the events, or {GOAL_US:g} us.",
         "",
         *_one_rank_note(report["world_size"]),
-        "| solution | elements | events, back to back (before / after) | events, fresh inputs | "
+        "| solution | elements | events, back to back (takes) | events, fresh inputs | "
         + " | ".join(f"evaluator, {c} calls a round | - events | goal | harness" for c in calls)
         + " |",
         "|---|---|---|---|" + "---|---|---|---|" * len(calls),
     ]
     for line in report["lines"]:
-        events = _us(line["events_us"])
-        if "events_before_us" in line:
-            events += f" ({_us(line['events_before_us'])} / {_us(line['events_after_us'])})"
+        takes = " / ".join(_us(t) for t in line.get("events_takes_us", []))
+        events = _us(line["events_us"]) + (f" ({takes})" if takes else "")
         cells = [line["solution"], str(line["n"]), events, _us(line["fresh_us"])]
         for c in calls:
-            got = line.get(f"evaluator_{c}_us")
-            gap = None if got is None else got - line["events_us"]
+            got, gap = line.get(f"evaluator_{c}_us"), line.get(f"gap_{c}_us")
             met = gap is not None and gap <= max(GOAL_REL * line["events_us"], GOAL_US)
             cells += [_us(got), "-" if gap is None else f"{gap:+.1f}", "met" if met else "NOT met"]
             cells.append(_us(line.get(f"harness_{c}_us")))

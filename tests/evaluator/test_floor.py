@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from evaluator.tools import floor
 from tests.evaluator.scratch import reachable_folder
 
@@ -42,15 +44,25 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
         monkeypatch.setenv("PKB_SEED_SECRET", "floor-secret-0123456789")
         monkeypatch.setenv("PKB_SCRATCH_DIR", str(folder))
         out = folder / "out"
-        argv = ["--cpu", "--iters", "5", "--rounds", "2", "--calls", "3,6", "--port", str(port)]
+        argv = ["--cpu", "--iters", "5", "--bursts", "2", "--rounds", "2", "--calls", "3,6"]
+        argv += ["--repeats", "2"]
+        argv += ["--port", str(port)]
         assert floor.main([*argv, "--out", str(out)]) == 0
         report = json.loads((out / "floor.json").read_text())
         markdown = (out / "floor.md").read_text()
     assert {(line["solution"], line["n"]) for line in report["lines"]} == {
         (name, n) for name in floor.SOLUTIONS for n in floor.CPU_SIZES
     }
+    assert (report["repeats"], report["bursts"]) == (2, 2)
     for line in report["lines"]:
         assert line["events_us"] > 0 and line["fresh_us"] > 0
+        # Three takes of the events around two evaluator passes, each pass held against
+        # the takes on either side of it.
+        takes = line["events_takes_us"]
+        assert len(takes) == 3
         for calls in (3, 6):
             assert line[f"evaluator_{calls}_us"] > 0 and line[f"harness_{calls}_us"] > 0
+            passes = line[f"evaluator_passes_{calls}_us"]
+            gaps = [p - (a + b) / 2 for p, a, b in zip(passes, takes, takes[1:], strict=False)]
+            assert line[f"gap_{calls}_us"] == pytest.approx(sum(gaps) / 2)
     assert "| evaluator, 3 calls a round | - events | goal | harness |" in markdown
