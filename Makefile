@@ -57,7 +57,8 @@ test: install redis chromium candidate-access
 TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py \
 	portal/submissions/quotas.py portal/submissions/hardware.py \
 	portal/leaderboard/selectors portal/entries/selectors \
-	evaluator/contract.py evaluator/intake/bundle.py evaluator/intake/sources.py \
+	evaluator/contract.py evaluator/results.py evaluator/intake/archive.py \
+	evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
 	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/bubblewrap.py evaluator/host/canary.py evaluator/host/run.py \
 	portal/ops/canaries.py problems/spec.py

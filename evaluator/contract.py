@@ -9,6 +9,11 @@ the result of the problem just judged), `portal.evaluation_finished`.
 Every message is a JSON object with "version"; a reader rejects versions it does not know
 instead of guessing. `evaluation_id` names one attempt: a re-queued submission gets a new
 one, so messages of an abandoned attempt are recognised and dropped.
+
+The results a host reports (`ProblemResult` and `CaseResult`, their statuses and flags, the
+rules for text from bundle code, `ContractError`) are defined in evaluator/results.py and
+re-exported here under their own names: both sides import the whole contract from this
+module.
 """
 
 from __future__ import annotations
@@ -18,8 +23,18 @@ import binascii
 import enum
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from evaluator.results import LOG_CAP_BYTES as LOG_CAP_BYTES
+from evaluator.results import CaseResult as CaseResult
+from evaluator.results import ContractError as ContractError
+from evaluator.results import ProblemResult as ProblemResult
+from evaluator.results import ProblemStatus as ProblemStatus
+from evaluator.results import ResultFlag as ResultFlag
+from evaluator.results import cap_log as cap_log
+from evaluator.results import known_fields
+from evaluator.results import printable as printable
 
 CONTRACT_VERSION = 1
 
@@ -28,12 +43,6 @@ STARTED_TASK = "portal.evaluation_started"
 PROGRESS_TASK = "portal.evaluation_progress"
 FINISHED_TASK = "portal.evaluation_finished"
 PORTAL_QUEUE = "portal"
-
-LOG_CAP_BYTES = 16 * 1024
-
-
-class ContractError(ValueError):
-    """A message that does not follow the contract."""
 
 
 class Mode(enum.StrEnum):
@@ -54,54 +63,9 @@ ARTIFACT_MEDIA_TYPES = ("application/json", "text/csv", "text/plain", "text/mark
 _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-class ProblemStatus(enum.StrEnum):
-    PASSED = "passed"
-    WRONG_ANSWER = "wrong_answer"
-    RUNTIME_ERROR = "runtime_error"
-    TIMEOUT = "timeout"
-    COMPILE_ERROR = "compile_error"
-    NOT_RUN = "not_run"
-
-
-class ResultFlag(enum.StrEnum):
-    """Why a result that passed must not be trusted; a flagged result is kept off rankings."""
-
-    BELOW_FLOOR = "below_floor"  # faster than the links can physically move its bytes
-    # Bundle code replaced the runner's clocks, copies or pipe methods in its process, or
-    # wrote on the judge's pipe what no runner writes (docs/security.md).
-    TAMPERED = "tampered"
-    # Results judged before 2026-11-25 only: rank processes reported shorter times than
-    # the parent's clock allowed. Since then the judge's own clock is the only one.
-    CLOCK_MISMATCH = "clock_mismatch"
-
-
 class EvaluationOutcome(enum.StrEnum):
     DONE = "done"  # every problem has a result, whatever it is
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
-
-
-# Control characters but newline and tab, C1 controls included: a message or log from bundle
-# code must not drive a terminal (pkb prints them) or hide text on a page.
-_UNPRINTABLE: dict[int, str | None] = {
-    c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
-}
-_UNPRINTABLE[0x0D] = None
-
-
-def printable(text: str) -> str:
-    """`text` with terminal escapes and other control characters made harmless."""
-    return text.translate(_UNPRINTABLE)
-
-
-def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
-    """Keep the head and the tail of a long log: the first error and the last words."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
-        return text
-    half = limit // 2
-    head = data[:half].decode("utf-8", "ignore")
-    tail = data[-half:].decode("utf-8", "ignore")
-    return f"{head}\n... [{len(data) - 2 * half} bytes cut] ...\n{tail}"
 
 
 def _check_version(data: Any, kind: str) -> dict[str, Any]:
@@ -231,7 +195,7 @@ class Artifact:
     @classmethod
     def from_json(cls, data: Any) -> Artifact:
         try:
-            values = _known(cls, data)
+            values = known_fields(cls, data)
             artifact = cls(
                 name=str(values["name"]),
                 media_type=str(values["media_type"]),
@@ -258,91 +222,6 @@ def read_artifacts(data: Any) -> list[Artifact]:
     if sum(len(a.data_b64) * 3 // 4 for a in artifacts) > ARTIFACTS_CAP_BYTES:
         raise ContractError(f"artifacts: over {ARTIFACTS_CAP_BYTES} bytes together")
     return artifacts
-
-
-@dataclass
-class CaseResult:
-    """One case of one problem. Times are microseconds, the slowest rank's per iteration."""
-
-    case: str
-    dtype: str
-    passed: bool
-    time_us: float | None = None  # median
-    time_spread_us: float | None = None  # interquartile range
-    iterations: int = 0
-    ref_time_us: float | None = None
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    bytes_moved: int = 0
-    # The roofline: bytes_moved over the host's measured peer bandwidth is the floor, the
-    # fastest time the links allow; roofline = floor / time (1.0 = at the physical limit).
-    floor_us: float | None = None
-    roofline: float | None = None
-    # Reference and candidate timed in pairs of rounds within this evaluation (A B, B A, ...):
-    # `speedup` is the median of the per-round ratios reference_us / candidate_us and
-    # speedup_low..speedup_high its distribution-free confidence interval (judge/stats.py).
-    # Absent (None, []) in results written before contract 1 carried them.
-    speedup: float | None = None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    # Per pair: reference_us, candidate_us (net of harness_us), the gross times, tare_us
-    # and which side went "first".
-    rounds: list[dict[str, Any]] = field(default_factory=list)
-    # Pairs counted, and whether the interval's half-width came within the host's target
-    # (False: the pairs ran out first, at the host's cap or the problem's time); None in
-    # results written before the number of pairs adapted (2026-11-25).
-    pairs: int = 0
-    settled: bool | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CaseResult:
-        return cls(**_known(cls, data))
-
-
-@dataclass
-class ProblemResult:
-    slug: str
-    status: ProblemStatus
-    world_size: int
-    message: str = ""
-    log: str = ""
-    time_us: float | None = None  # sum over cases of the median times
-    ref_time_us: float | None = None
-    speedup: float | None = None  # geometric mean over cases of ref/candidate
-    # The geometric means over cases of the cases' interval ends (judge/problem_run.py says
-    # why, in `_summarize`).
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    roofline: float | None = None  # mean over cases of floor / time
-    flags: list[str] = field(default_factory=list)  # ResultFlag values
-    cases: list[CaseResult] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = str(self.status)
-        data["message"] = printable(self.message)
-        data["log"] = printable(cap_log(self.log))
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ProblemResult:
-        try:
-            values = _known(cls, data)
-            values["status"] = ProblemStatus(values["status"])
-            values["cases"] = [CaseResult.from_json(c) for c in values.get("cases", [])]
-            return cls(**values)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ContractError(f"problem result: bad field: {exc}") from exc
-
-
-def _known(cls: type, data: Any) -> dict[str, Any]:
-    """The fields of `data` that `cls` has: a newer writer of version 1 may add others."""
-    if not isinstance(data, dict):
-        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
 
 
 def started_message(*, evaluation_id: str, host: str) -> dict[str, Any]:
