@@ -38,10 +38,10 @@ _TIMING_DEFAULTS = {"gloo": (3, 20), "nccl": (10, 500)}
 # whose coverage reaches 95% at 6 (stats.py); GPU hosts add pairs while the pairs' own 95%
 # interval is wider than PKB_TARGET_HALFWIDTH of the median. A launch-bound pair of the
 # same code reads within about 5% (median absolute deviation) on one H100, so 3% takes
-# 40-200 pairs (74 the median); a pair costs 15-30 ms there, a calibration of three cases
-# 20-30 s (docs/measurements/2026-11-26-pairs-to-settle.md). At the former cap of 40, same
-# code read within 2% in 21 of 36 cases; at 200, in 26. CPU hosts (2 cores, gloo) never
-# come near 3%: a fixed 6 keeps their wall time.
+# 20-200 pairs (a median of 74 from at least 20); a pair costs 15-30 ms there, a
+# calibration of three cases 20-30 s (docs/measurements/2026-11-26-pairs-to-settle.md).
+# At the former cap of 40, same code read within 2% in 21 of 36 cases; at 200, in 26.
+# CPU hosts (2 cores, gloo) never come near 3%: a fixed 6 keeps their wall time.
 _ROUND_DEFAULTS: dict[str, tuple[int, int | None]] = {"gloo": (6, None), "nccl": (10, 200)}
 # How far the same code's median reads from one run to the next (judge/stats.py,
 # `with_run_spread`): on GPUs the spread of twelve same-code runs' medians on 2026-11-26,

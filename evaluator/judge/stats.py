@@ -18,8 +18,9 @@ NET_FLOOR = 0.05
 # 2026-11-26 on this code (H100, H200, 2x H200; 39 intervals) a nominal 95% interval
 # covered 1.00 in 35 (90%), a nominal 99% one in all 39, at about twice the width. The
 # reported interval is the 99% one (docs/measurements/2026-11-26-order-effect.md). How
-# many pairs a case takes still follows the 95% one's width (`settled`), so evaluations
-# take no longer.
+# many pairs a case takes follows the 95% one's width (`settled`): settling on the 99%
+# one took half as many pairs again and read no closer to 1.00
+# (docs/measurements/2026-11-26-pairs-to-settle.md).
 REPORTED = 0.99
 SETTLING = 0.95
 # What no number of pairs can shrink: the same code reads differently from one evaluation
@@ -117,8 +118,8 @@ def with_run_spread(
     processes were measured; this says how far another run's processes could read. Over
     twelve same-code runs of 2026-11-26 (one H100 on three leases, one H200; 36 cases of
     up to 200 pairs) the pairs' own 99% intervals covered 1.00 in 32 and read within 2% in
-    26; one run in four on one H100 lease read 3-7% against the candidate at launch-bound
-    sizes, in every pair. With 2% added, all 36 covered it
+    26; on one H100 lease four runs of seven read 5-7% against the candidate at
+    launch-bound sizes, in both orders alike. With 2% added, all 36 covered it
     (docs/measurements/2026-11-26-pairs-to-settle.md)."""
     if run_spread <= 0 or not 0 < low <= median <= high:
         return low, high
