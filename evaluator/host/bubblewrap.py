@@ -21,6 +21,8 @@ one evaluation share every namespace, so NCCL, CUDA IPC and symmetric memory wor
 between them as on a bare host.
 
 Stdlib only on the launcher's path, apart from pyseccomp (ctypes over libseccomp.so.2).
+The process tree as /proc shows it (the holder's pid inside, a launched rank's) is read by
+evaluator/host/proctree.py, whose `inner_pid`, `nspid` and `rank_pid` are re-exported here.
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+if __package__:
+    # Imported as evaluator.host.bubblewrap. Run by path as the launcher (`python -I
+    # bubblewrap.py enter`, where the package need not be importable), this module needs
+    # the stdlib alone, and none of these: they serve the host's side (`Sandbox`).
+    from evaluator.host.proctree import descendants, pid_namespace, pids
+    from evaluator.host.proctree import inner_pid as inner_pid
+    from evaluator.host.proctree import nspid as nspid
+    from evaluator.host.proctree import rank_pid as rank_pid
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +156,7 @@ class Sandbox:
         self.holder, self.executable, self.private = holder, executable, private
         self.holder_pid = holder_pid  # the holder's Python inside (its /proc/<pid>/ns)
         # bwrap's own processes inside: the namespace's init and the holder.
-        self._init_chain = set(_descendants(holder.pid))
+        self._init_chain = set(descendants(holder.pid))
 
     @classmethod
     def start(
@@ -226,10 +237,10 @@ class Sandbox:
         namespace's init, not to the worker's subreaper, and goes with the ranks it
         outlived instead of at the end of the evaluation."""
         spared = {self.holder.pid, *self._init_chain, *keep}
-        inside = _namespace(self.holder_pid)
+        inside = pid_namespace(self.holder_pid)
         killed = []
-        for pid in _pids():
-            if pid in spared or _namespace(pid) != inside:
+        for pid in pids():
+            if pid in spared or pid_namespace(pid) != inside:
                 continue
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -246,7 +257,7 @@ class Sandbox:
         with contextlib.suppress(OSError):
             self.holder.kill()
         self.holder.wait()
-        inside = _namespace(self.holder_pid)
+        inside = pid_namespace(self.holder_pid)
         end = time.monotonic() + CLOSE_TIMEOUT_S
         while time.monotonic() < end:
             for pid in self._init_chain:
@@ -254,72 +265,13 @@ class Sandbox:
                     os.waitpid(pid, os.WNOHANG)
             # Gone: nothing left in the namespace, and bwrap's own processes reaped (by
             # us, or by whoever they were reparented to).
-            left = any(_namespace(p) == inside for p in _pids()) if inside else False
+            left = any(pid_namespace(p) == inside for p in pids()) if inside else False
             if not left and not any(os.path.exists(f"/proc/{p}") for p in self._init_chain):
                 break
             time.sleep(0.02)
         for stream in (self.holder.stdin, self.holder.stdout):
             if stream:
                 stream.close()
-
-
-def inner_pid(bwrap_pid: int) -> int:
-    """The holder's Python, the deepest of bwrap's descendants (bwrap stays outside, its
-    child is the pid namespace's init): its /proc/<pid>/ns name the sandbox's namespaces."""
-    pid = bwrap_pid
-    while children := _children(pid):
-        pid = children[0]
-    if pid == bwrap_pid:
-        raise RuntimeError(f"bwrap {bwrap_pid} has no child")
-    return pid
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        children = _children(todo.pop())
-        found += children
-        todo += children
-    return found
-
-
-def _pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def _namespace(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return ""
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(x) for x in text.split()]
-
-
-def nspid(pid: int) -> list[int]:
-    """A process's pid in each pid namespace it is in, outermost first."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("NSpid:"):
-                return [int(x) for x in line.split()[1:]]
-    except OSError:
-        pass
-    return []
-
-
-def rank_pid(launched: int) -> int:
-    """The host pid of the rank process that `launched` started: the launcher's only child
-    in a sandbox (it forks the rank into the pid namespace and waits), else the launcher
-    itself (it exec'd the rank). Never what the rank says: inside, its pid is another."""
-    children = _children(launched)
-    inside = len(children) == 1 and len(nspid(children[0])) > len(nspid(launched))
-    return children[0] if inside else launched
 
 
 def launcher(folder: Path, holder: int, uid: int, gid: int, cgroup: str = "-") -> Path:
