@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator.host import sandbox
+from evaluator.host import rlimits, sandbox
 
 # A runner writing a runaway log (or any file) past this gets SIGXFSZ, not a full disk.
 MAX_CANDIDATE_FILE_BYTES = 256 * 1024 * 1024
@@ -55,7 +55,7 @@ class RankSetup:
     threads: int
     log_path: str | None = None  # runners only
     env: dict[str, str] = field(default_factory=dict)  # set before anything else runs
-    limits: sandbox.Limits | None = None  # candidates only
+    limits: rlimits.Limits | None = None  # candidates only
     # The CPU cores the rank runs on (empty: any). On GPU hosts with the cores to spare,
     # a rank's two runners share one core and its judge has another (`cores_for`).
     cores: tuple[int, ...] = ()
@@ -83,7 +83,7 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
     torch.set_num_threads(setup.threads)
     device = init_distributed(setup)
     if setup.limits is not None:
-        for failure in sandbox.apply_limits(setup.limits, cuda=device.type == "cuda"):
+        for failure in rlimits.apply_limits(setup.limits, cuda=device.type == "cuda"):
             print(f"pkb sandbox: a limit could not be set: {failure}", file=sys.stderr)
     if setup.seccomp:
         from evaluator.host.bubblewrap import seccomp_filter

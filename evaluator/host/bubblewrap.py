@@ -22,7 +22,7 @@ between them as on a bare host.
 
 Stdlib only on the launcher's path, apart from pyseccomp (ctypes over libseccomp.so.2).
 The process tree as /proc shows it (the holder's pid inside, a launched rank's) is read by
-evaluator/host/proctree.py, whose `inner_pid`, `nspid` and `rank_pid` are re-exported here.
+evaluator/host/proctree.py.
 """
 
 from __future__ import annotations
@@ -44,10 +44,7 @@ if __package__:
     # Imported as evaluator.host.bubblewrap. Run by path as the launcher (`python -I
     # bubblewrap.py enter`, where the package need not be importable), this module needs
     # the stdlib alone, and none of these: they serve the host's side (`Sandbox`).
-    from evaluator.host.proctree import descendants, pid_namespace, pids
-    from evaluator.host.proctree import inner_pid as inner_pid
-    from evaluator.host.proctree import nspid as nspid
-    from evaluator.host.proctree import rank_pid as rank_pid
+    from evaluator.host.proctree import descendants, inner_pid, pid_namespace, pids
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ runs in a fresh, single-threaded interpreter before the rank's own Python starts
 the only moment a process may still join a user namespace.
 
 What it gives, each piece independent of the others and all best effort with a loud log:
-- resource limits (`apply_limits`, defined in evaluator/host/rlimits.py and re-exported
-  here with `Limits`): CPU seconds, address space (CPU backends only: CUDA reserves
-  terabytes of virtual addresses), open files, tasks, file size, no core dumps;
+- resource limits (evaluator/host/rlimits.py, `apply_limits` and `Limits`): CPU
+  seconds, address space (CPU backends only: CUDA reserves terabytes of virtual
+  addresses), open files, tasks, file size, no core dumps;
 - a network namespace holding only a loopback (`NetworkJail`), shared by every process of
   one evaluation so that ranks still reach one another, created in a user namespace of its
   own, which also strips a root worker's capabilities from bundle code;
@@ -36,14 +36,6 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-if __package__:
-    # Imported as evaluator.host.sandbox. Run by path (`python -I sandbox.py exec`, where
-    # the package need not be importable) or imported as `sandbox` by bubblewrap's
-    # launcher, this module needs the stdlib alone, and none of these.
-    from evaluator.host.rlimits import Limits as Limits
-    from evaluator.host.rlimits import apply_limits as apply_limits
-    from evaluator.host.rlimits import in_user_namespace as in_user_namespace
 
 log = logging.getLogger(__name__)
 

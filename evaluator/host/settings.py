@@ -19,7 +19,8 @@ from pathlib import Path
 from evaluator.host.cgroups import EVALUATION_MEMORY_SHARE, host_memory_mb
 from evaluator.host.hostplan import visible_devices
 from evaluator.host.profiles import DEFAULT_PROFILE, HardwareProfile, get_profile
-from evaluator.host.sandbox import Identity, Limits
+from evaluator.host.rlimits import Limits
+from evaluator.host.sandbox import Identity
 from problems.spec import DTYPES, Case
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.contract import cap_log
-from evaluator.host import sandbox
+from evaluator.host import rlimits, sandbox
 from evaluator.judge.processes import KILL_VERIFY_S, how_it_ended, read_log, wait_groups_empty
 from evaluator.rank_process import (
     confine_output,
@@ -56,7 +56,7 @@ class _Job:
     module: str
     env: dict[str, str]
     log_path: str
-    limits: sandbox.Limits | None = None
+    limits: rlimits.Limits | None = None
 
 
 @dataclass
@@ -76,7 +76,7 @@ def import_solutions(
     logs: Path,
     timeout_s: float,
     parallel: int | None = None,
-    limits: sandbox.Limits | None = None,
+    limits: rlimits.Limits | None = None,
     executable: str | None = None,
     identity: sandbox.Identity | None = None,
 ) -> dict[str, ImportFailure]:
@@ -178,7 +178,7 @@ def _import_main(conn: Connection, job: _Job) -> None:
     confine_output(job.log_path)
     if job.limits is not None:
         # No CUDA context is made for an import, but extensions may make one: no RLIMIT_AS.
-        sandbox.apply_limits(job.limits, cuda=True)
+        rlimits.apply_limits(job.limits, cuda=True)
     try:
         import_solution(Path(job.path), job.module)
         reply: dict[str, Any] = {"ok": True}

@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
-from evaluator.host import cleanup, sandbox
+from evaluator.host import cleanup, rlimits, sandbox
 from evaluator.judge.processes import (
     read_log,
     signal_group,
@@ -101,7 +101,7 @@ class RankPools:
         backend: str,
         scratch: Path,
         candidate_env: Mapping[str, str] | None = None,
-        limits: sandbox.Limits | None = None,
+        limits: rlimits.Limits | None = None,
         executable: str | None = None,
         protected: Collection[int] = (),
         identity: sandbox.Identity | None = None,

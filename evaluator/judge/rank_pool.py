@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from evaluator.host import bubblewrap
+from evaluator.host import proctree
 from evaluator.judge.processes import (
     DEATH_GRACE_S,
     KILL_VERIFY_S,
@@ -79,7 +79,7 @@ class RankPool:
 
     def rank_pid(self, rank: int) -> int:
         launched = self.procs[rank].pid
-        return bubblewrap.rank_pid(launched) if launched is not None else -1
+        return proctree.rank_pid(launched) if launched is not None else -1
 
     @property
     def pids(self) -> list[int]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluator.host import bubblewrap
+from evaluator.host import bubblewrap, proctree
 from evaluator.host.settings import load_settings
 from evaluator.judge.processes import pid_running
 
@@ -49,7 +49,7 @@ def noted_pid_running(pid: int, namespace: str | None = None) -> bool:
         return pid_running(pid)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            inner = bubblewrap.nspid(int(entry.name))
+            inner = proctree.nspid(int(entry.name))
             if len(inner) > 1 and inner[-1] == pid and _in(entry, namespace):
                 return True
     return False

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from evaluator.host import bubblewrap, sandbox
+from evaluator.host import bubblewrap, rlimits, sandbox
 from evaluator.host.settings import load_settings
 from evaluator.judge.evaluate import check_cuda_inside, start_sandbox
 from tests.evaluator.scratch import reachable_folder
@@ -82,7 +82,7 @@ def test_the_references_runner_takes_the_candidates_filter_in_bubblewrap(tmp_pat
 
     from evaluator.judge.pool import RankPools
 
-    limits = sandbox.Limits(cpu_s=7200, open_files=4096)
+    limits = rlimits.Limits(cpu_s=7200, open_files=4096)
     bwrap = RankPools(
         world_size=2, backend="gloo", scratch=tmp_path, limits=limits, strays=lambda keep: []
     )

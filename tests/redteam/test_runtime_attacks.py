@@ -22,7 +22,7 @@ import pytest
 from evaluator.contract import ProblemResult, ProblemStatus, ResultFlag
 from evaluator.host import cleanup
 from evaluator.host.profiles import get_profile
-from evaluator.host.sandbox import Limits
+from evaluator.host.rlimits import Limits
 from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
