@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from evaluator.contract import Artifact, Mode, ProblemResult
-from evaluator.host import bubblewrap, cgroups, cleanup, sandbox
+from evaluator.host import bubblewrap, cgroups, cleanup, reference_box, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
@@ -122,6 +122,7 @@ def evaluate_bundle(
     # the launcher it holds no copy of the worker's environment for bundle code to read;
     # as the worker's user (not the candidate user), so bundle code cannot kill it.
     tracker_launcher = str(sandbox.launcher(scratch / "sandbox", None)) if executable else None
+    twin = reference_box.for_evaluation(scratch, jail, profile.backend, settings)
     with sandbox.spawning_with(tracker_launcher):
         resource_tracker.ensure_running()
     pools = RankPools(
@@ -134,6 +135,7 @@ def evaluate_bundle(
         protected=[jail.holder.pid] if jail else [],
         identity=identity,
         strays=jail.kill_strays if isinstance(jail, bubblewrap.Sandbox) else None,
+        reference_box=twin,
     )
     try:
         bundle.write_to(scratch / "bundle")
@@ -190,6 +192,8 @@ def evaluate_bundle(
         return results, environment
     finally:
         pools.stop()
+        if twin is not None:
+            twin.close(remove=not settings.keep_scratch)
         if jail is not None:
             jail.close()
             pools.sweep_orphans()  # what the sandbox held comes back to us as it dies

@@ -23,6 +23,7 @@ from typing import Any
 from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
 from evaluator.host import cleanup, rlimits, sandbox
+from evaluator.host.reference_box import ReferenceBox
 from evaluator.judge.processes import (
     read_log,
     signal_group,
@@ -106,15 +107,20 @@ class RankPools:
         protected: Collection[int] = (),
         identity: sandbox.Identity | None = None,
         strays: Callable[[set[int]], list[int]] | None = None,
+        reference_box: ReferenceBox | None = None,
     ) -> None:
         """`executable` starts candidate processes (the sandbox launcher); `protected`
         are children of ours that the orphan sweep must spare (the jail's holder); `identity`
-        is the user candidates run as (the launcher switches to it), owner of their logs."""
+        is the user candidates run as (the launcher switches to it), owner of their logs;
+        `reference_box` starts the reference's runners as the candidates start."""
         self.world_size = world_size
         self.candidate_env = dict(candidate_env or {})
         self.limits = limits
         self.executable = executable
         self.protected = set(protected)
+        self.reference_box = reference_box
+        if reference_box is not None:
+            self.protected.add(reference_box.holder)
         # Kills what is left in the candidate's sandbox but the given ranks (bubblewrap's
         # Sandbox.kill_strays): orphans there are not ours to reap.
         self.strays = strays
@@ -190,15 +196,20 @@ class RankPools:
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
 
     def _launch_references(self, ends: list[tuple[Connection]]) -> None:
-        """On GPUs the reference's runner starts as the candidate's does: a fresh
-        interpreter, exec'd by a launcher with the same scrubbed environment block (as the
-        worker's user, in no sandbox). Forked from the judges' server, or spawned with the
-        worker's whole environment, the same code read 1.04-1.10x against itself at 64K
-        (2x H200 and one H200; docs/measurements/2026-11-26-h200x2.md): a process's
-        start (its pages, the size of its environment) moves launch-bound calls by
-        several percent. CPU hosts keep the fork: their readings are wider than that, and
-        a spawn costs a torch import per rank."""
+        """On GPUs the reference's runner starts as the candidate's does: in a sandbox of
+        its own where the candidate's is bubblewrap's (`reference_box`), else exec'd by a
+        launcher with the same scrubbed environment block. Forked from the judges' server,
+        the same code read 1.04-1.10x against itself at 64K (docs/measurements/
+        2026-11-26-h200x2.md); started plainly, 0.97 (2026-11-26-runners-alike.md): how a
+        process starts moves launch-bound calls by several percent. CPU hosts keep the
+        fork: their readings are wider than that, and a spawn costs a torch import."""
         setups = self._setups("reference", ends)
+        if self.reference_box is not None:
+            box = self.reference_box
+            setups = [(box.setup(setup, self.generation),) for (setup,) in setups]
+            with sandbox.spawning_with(box.executable):
+                self.reference.launch(self.ctx, reference_main, setups)
+            return
         if self.backend != "nccl":
             self.reference.launch(self.trusted_ctx, reference_main, setups)
             return
@@ -228,14 +239,11 @@ class RankPools:
         ]
 
     def _filtered(self, kind: str) -> bool:
-        """The reference's runner under the candidate's seccomp filter, where the
-        candidate's sandbox is bubblewrap's (a host with `strays`). On one H100 same code
-        read 0.95-0.97 at 64K without it and 0.97-0.98 with it (2026-11-26,
-        docs/measurements/2026-11-26-order-effect.md): small, and in the right direction;
-        what is left of the candidate's 2-3% there is not found yet. Not the candidate's
-        limits: its cap on tasks counts every process of the worker's user outside a
-        namespace, and a trusted runner that cannot start a thread fails the evaluation."""
-        return kind == "reference" and self.strays is not None
+        """A reference's runner started plainly on a host whose candidates run in
+        bubblewrap (`strays`) takes their seccomp filter (0.95-0.97 at 64K without, 0.97-0.98
+        with: docs/measurements/2026-11-26-order-effect.md), not their limits: outside a
+        namespace the cap on tasks counts every process of the worker's user."""
+        return kind == "reference" and self.strays is not None and self.reference_box is None
 
     def _threads(self, kind: str) -> int:
         if cores_for(kind, 0, self.world_size, self.backend):

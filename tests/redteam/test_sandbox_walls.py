@@ -6,7 +6,9 @@ on two gloo ranks, each attack followed by an honest solution judged right after
   one: none accepts a connection, and the test's listeners see none;
 - the sibling rank: ptrace and process_vm_readv refused;
 - processes: only the candidate's own are visible, none of the host's or the judges';
-- memory: the evaluation's processes together stay under its cap (a cgroup).
+- memory: the evaluation's processes together stay under its cap (a cgroup);
+- the reference's runner in its own sandbox (GPU hosts; forced here on gloo), as the
+  same user: its folder cannot be written and its processes are not visible.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 
 from evaluator.contract import ProblemResult, ProblemStatus
-from evaluator.host import cgroups
+from evaluator.host import cgroups, reference_box
 from evaluator.host.settings import load_settings
 from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
@@ -116,6 +118,24 @@ def solution(x):
         fields = dict(line.split(":", 1) for line in status if ":" in line)
         seen.append((pid, fields["Name"].strip(), int(fields["Uid"].split()[0])))
     raise RuntimeError(f"process probe done: {len(seen)} processes: {seen}")
+"""
+
+# The reference's sandbox folder is the evaluation's scratch folder's sibling; bundle code
+# knows its own scratch folder (its TMPDIR's parent).
+REFERENCE_FOLDER = """
+import os
+
+def solution(x):
+    folder = os.path.dirname(os.environ["TMPDIR"]) + "-reference"
+    outcomes = []
+    for path in (folder, folder + "/runner", folder + "/runner/tmp", folder + "/launcher"):
+        try:
+            with open(path + "/planted", "w") as f:
+                f.write("x")
+            outcomes.append(f"{path}: WROTE")
+        except OSError as exc:
+            outcomes.append(f"{path}: {exc.strerror}")
+    raise RuntimeError(f"reference folder probe done: {outcomes}")
 """
 
 
@@ -228,3 +248,33 @@ def test_the_ranks_together_stay_under_the_evaluations_memory_cap():
     assert r.status == ProblemStatus.RUNTIME_ERROR, r.message
     assert "killed by SIGKILL" in r.message and "memory probe done" not in r.message, r.message
     assert set(base.glob("pkb-eval-*")) <= before  # the evaluation's cgroup went with it
+
+
+@pytest.mark.parametrize("under", ["tmp", "repository"])
+def test_the_references_own_sandbox_is_out_of_reach(monkeypatch, under):
+    """Where the reference's runner runs as the candidate user (in a sandbox of its own),
+    bundle code can neither write its folder, wherever the scratch folders are (under /tmp,
+    which the candidate's sandbox replaces, or in the repository, which it shows read-only),
+    nor see its processes; honest code is judged right after, against that runner."""
+    monkeypatch.setattr(reference_box, "SANDBOXED_BACKENDS", frozenset({"gloo", "nccl"}))
+    made: list[reference_box.ReferenceBox | None] = []
+    start = reference_box.start
+    monkeypatch.setattr(reference_box, "start", lambda *args: made.append(start(*args)) or made[-1])
+    if under == "repository":
+        (REPO / "var").mkdir(exist_ok=True)
+        monkeypatch.setattr(tempfile, "tempdir", str(REPO / "var"))
+    files = {
+        "rt-reference-folder.py": REFERENCE_FOLDER,
+        "rt-after-reference-folder.py": attacks.HONEST,
+        "rt-processes.py": PROCESSES,
+        "rt-after-processes.py": attacks.HONEST,
+    }
+    results = _judged(files)
+    probe = results["rt-reference-folder"].message
+    assert "reference folder probe done" in probe and "WROTE" not in probe, probe
+    listing = results["rt-processes"].message.split("processes: ", 1)[1]
+    listed = eval(listing[: listing.rindex("]") + 1])  # noqa: S307 - our own repr
+    assert len(listed) <= 6, listed  # the candidate's own, as without the reference's box
+    box = made[0]
+    assert len(made) == 1 and box is not None  # the reference's runners ran in it
+    assert box.folder.parent.parent == Path(tempfile.gettempdir()) and not box.folder.exists()
