@@ -61,7 +61,7 @@ TYPED := portal/*/services.py portal/submissions/services portal/*/selectors.py 
 	evaluator/intake/bundle.py evaluator/intake/sources.py \
 	evaluator/judge evaluator/candidate evaluator/rank_process.py evaluator/tools/probe.py \
 	evaluator/runtime.py evaluator/host/sandbox.py evaluator/host/rlimits.py \
-	evaluator/host/bubblewrap.py evaluator/host/proctree.py evaluator/host/canary.py \
+	evaluator/host/bubblewrap.py evaluator/host/proctree.py evaluator/host/reference_box.py evaluator/host/canary.py \
 	evaluator/host/run.py portal/ops/canaries.py problems/spec.py
 
 lint: install

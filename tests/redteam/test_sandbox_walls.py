@@ -187,6 +187,21 @@ def listeners() -> Iterator[list[Listener]]:
         os.rmdir(folder)
 
 
+def _each_then_honest(probes: dict[str, str]) -> dict[str, str]:
+    """Each probe's file, and an honest solution judged right after it."""
+    files = {}
+    for name, source in probes.items():
+        files[f"rt-{name}.py"] = source
+        files[f"rt-after-{name}.py"] = attacks.HONEST
+    return files
+
+
+def _listed(message: str) -> list[tuple[int, str, int]]:
+    """The (pid, name, uid) list the process probe raised with."""
+    listing = message.split("processes: ", 1)[1]
+    return eval(listing[: listing.rindex("]") + 1])  # noqa: S307 - our own repr
+
+
 def _judged(files: dict[str, str], **overrides: Any) -> dict[str, ProblemResult]:
     catalog = {slug: attacks.problem(slug) for slug in (Path(f).stem for f in files)}
     settings = small_settings(
@@ -217,21 +232,14 @@ def test_no_host_unix_socket_is_within_reach(listeners):
 
 
 def test_the_sibling_rank_cannot_be_traced_or_read_and_no_other_process_is_visible():
-    files = {
-        "rt-ptrace.py": PTRACE,
-        "rt-after-ptrace.py": attacks.HONEST,
-        "rt-processes.py": PROCESSES,
-        "rt-after-processes.py": attacks.HONEST,
-    }
-    results = _judged(files)
+    results = _judged(_each_then_honest({"ptrace": PTRACE, "processes": PROCESSES}))
     traced = results["rt-ptrace"]
     assert "ptrace probe done: siblings 1:" in traced.message, traced.message
     assert "ATTACHED" not in traced.message and "READ" not in traced.message, traced.message
     assert traced.message.count("Operation not permitted") == 3, traced.message
     seen = results["rt-processes"]
     assert "process probe done" in seen.message, seen.message
-    listing = seen.message.split("processes: ", 1)[1]
-    listed = eval(listing[: listing.rindex("]") + 1])  # noqa: S307 - our own repr
+    listed = _listed(seen.message)
     # The sandbox's init and holder, and the two ranks with their launchers' children:
     # all the candidate user's; no judge, no reference runner, nothing of the host.
     candidate = load_settings({}).candidate_user
@@ -263,17 +271,12 @@ def test_the_references_own_sandbox_is_out_of_reach(monkeypatch, under):
     if under == "repository":
         (REPO / "var").mkdir(exist_ok=True)
         monkeypatch.setattr(tempfile, "tempdir", str(REPO / "var"))
-    files = {
-        "rt-reference-folder.py": REFERENCE_FOLDER,
-        "rt-after-reference-folder.py": attacks.HONEST,
-        "rt-processes.py": PROCESSES,
-        "rt-after-processes.py": attacks.HONEST,
-    }
-    results = _judged(files)
+    results = _judged(
+        _each_then_honest({"reference-folder": REFERENCE_FOLDER, "processes": PROCESSES})
+    )
     probe = results["rt-reference-folder"].message
     assert "reference folder probe done" in probe and "WROTE" not in probe, probe
-    listing = results["rt-processes"].message.split("processes: ", 1)[1]
-    listed = eval(listing[: listing.rindex("]") + 1])  # noqa: S307 - our own repr
+    listed = _listed(results["rt-processes"].message)
     assert len(listed) <= 6, listed  # the candidate's own, as without the reference's box
     box = made[0]
     assert len(made) == 1 and box is not None  # the reference's runners ran in it
