@@ -4,7 +4,8 @@ Nothing here confines trusted code for safety's sake: the reference's runner is 
 way the candidate's is (the same launcher, namespaces, seccomp filter from the first
 instruction, user and limits) so that what a start costs a process is paid by both sides of
 a speedup. Started plainly as the worker's user, the same code read 0.970-0.978 against
-itself at 64K on one H100, run after run; started alike, within 0.4% of 1.00 on average
+itself at 64K on one H100, run after run; in two interleaved comparisons, readings within
+2% of 1.00 went from 60% to 81% started alike
 (docs/measurements/2026-11-26-runners-alike.md).
 
 The reference's runner then runs as the candidate user too, so bundle code must not reach
