@@ -1,6 +1,6 @@
 """Processes as /proc shows them: children, descendants, pid namespaces, and from them the
-pids the candidate's sandbox (evaluator/host/bubblewrap.py, which re-exports `inner_pid`,
-`nspid` and `rank_pid`) needs: its holder's Python, and the rank that a launch started.
+pids the sandboxes (evaluator/host/bubblewrap.py) and the rank pools need: a holder's
+Python, and the rank that a launch started.
 
 Stdlib only.
 """

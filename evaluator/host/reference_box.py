@@ -28,6 +28,7 @@ from pathlib import Path
 
 from evaluator.host import bubblewrap
 from evaluator.host.rlimits import Limits
+from evaluator.host.sandbox import candidate_ids
 from evaluator.host.settings import Settings
 from evaluator.rank_process import RankSetup
 
@@ -77,9 +78,7 @@ def for_evaluation(
     reference's runners of the evaluation whose scratch folder is `scratch`."""
     if not isinstance(jail, bubblewrap.Sandbox) or backend not in SANDBOXED_BACKENDS:
         return None
-    identity = settings.candidate_user
-    ids = (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
-    return start(scratch, *ids, settings.limits)
+    return start(scratch, *candidate_ids(settings.candidate_user), settings.limits)
 
 
 def start(scratch: Path, uid: int, gid: int, limits: Limits | None) -> ReferenceBox | None:

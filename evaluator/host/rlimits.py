@@ -2,8 +2,7 @@
 CPU seconds, address space (CPU backends only: CUDA reserves terabytes of virtual
 addresses), open files, tasks, file size, no core dumps.
 
-Stdlib only, like the rest of the sandbox (evaluator/host/sandbox.py re-exports these
-names, and most callers know them from there).
+Stdlib only, like the rest of the sandbox (evaluator/host/sandbox.py).
 """
 
 from __future__ import annotations

@@ -77,6 +77,11 @@ class Identity:
         return cls(name=name, uid=entry.pw_uid, gid=entry.pw_gid)
 
 
+def candidate_ids(identity: Identity | None) -> tuple[int, int]:
+    """The uid and gid bundle code runs as: `identity`'s, or the worker's own."""
+    return (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+
+
 def hand_over(paths: Iterable[Path], identity: Identity | None) -> None:
     """Make `paths` (folders, with everything inside) the candidate user's own, mode 0700.
 

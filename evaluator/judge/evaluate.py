@@ -327,7 +327,7 @@ def start_sandbox(
     Raises SandboxError where bundle code cannot be switched to the candidate user."""
     identity = settings.candidate_user
     if settings.isolate_network and settings.sandbox == "bubblewrap":
-        ids = (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+        ids = sandbox.candidate_ids(identity)
         try:
             procs = str(group.procs) if group is not None else "-"
             box = bubblewrap.Sandbox.start(

@@ -203,17 +203,15 @@ class RankPools:
         2026-11-26-h200x2.md); started plainly, 0.97 (2026-11-26-runners-alike.md): how a
         process starts moves launch-bound calls by several percent. CPU hosts keep the
         fork: their readings are wider than that, and a spawn costs a torch import."""
-        setups = self._setups("reference", ends)
-        if self.reference_box is not None:
-            box = self.reference_box
+        setups, box = self._setups("reference", ends), self.reference_box
+        if box is not None:
             setups = [(box.setup(setup, self.generation),) for (setup,) in setups]
-            with sandbox.spawning_with(box.executable):
-                self.reference.launch(self.ctx, reference_main, setups)
-            return
-        if self.backend != "nccl":
+            launcher = box.executable
+        elif self.backend == "nccl":
+            launcher = str(sandbox.launcher(self.scratch / "reference", None))
+        else:
             self.reference.launch(self.trusted_ctx, reference_main, setups)
             return
-        launcher = str(sandbox.launcher(self.scratch / "reference", None))
         with sandbox.spawning_with(launcher):
             self.reference.launch(self.ctx, reference_main, setups)
 

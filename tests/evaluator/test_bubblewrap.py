@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import logging
-import os
 
 import pytest
 
@@ -21,8 +20,7 @@ NOWHERE = "/nonexistent/cgroup.procs"  # no folder: even root cannot write it
 
 
 def _ids() -> tuple[int, int]:
-    identity = load_settings({}).candidate_user
-    return (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+    return sandbox.candidate_ids(load_settings({}).candidate_user)
 
 
 def test_a_launcher_that_cannot_enter_fails_the_start_and_the_evaluator_falls_back(caplog):

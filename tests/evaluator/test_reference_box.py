@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.host import bubblewrap, reference_box
+from evaluator.host import bubblewrap, reference_box, sandbox
 from evaluator.host.rlimits import Limits
 from evaluator.host.settings import load_settings
 from evaluator.judge.pool import RankPools
@@ -22,8 +22,7 @@ LIMITS = Limits(cpu_s=600, open_files=1024, tasks=512, file_bytes=64 << 20)
 
 
 def _ids() -> tuple[int, int]:
-    identity = load_settings({}).candidate_user
-    return (identity.uid, identity.gid) if identity else (os.geteuid(), os.getegid())
+    return sandbox.candidate_ids(load_settings({}).candidate_user)
 
 
 def _status(pid: int) -> dict[str, str]:
