@@ -269,12 +269,15 @@ class RankPools:
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
 
     def _tell_judges(self) -> None:
-        """Each judge learns its candidate runner's process group, which it stops while
-        the reference's rounds run (judge/rank.py)."""
+        """Each judge learns its runners' process groups, as the host sees them: it stops
+        each while the other's rounds run (judge/rank.py)."""
         self.step += 1
-        groups = [self.candidate.rank_pid(rank) for rank in range(self.world_size)]
+        groups = {
+            f"{pool.kind}s": [pool.rank_pid(rank) for rank in range(self.world_size)]
+            for pool in (self.reference, self.candidate)
+        }
         try:
-            self.judge.send("candidates", self.step, {"groups": groups})
+            self.judge.send("runners", self.step, groups)
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
         except (OSError, RankDied, PoolTimeout) as exc:
             self.kill()

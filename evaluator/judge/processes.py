@@ -17,9 +17,11 @@ KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
 # a rank that crashes makes its peers' collectives fail, and the crash is the real story.
 DEATH_GRACE_S = 0.5
-# How long a judge waits for a stopped candidate's threads to show stopped (`settle`).
+# How long a judge waits for a stopped (continued) runner's threads to show stopped (no
+# longer stopped): `settle`.
 STOP_SETTLE_S = 0.05
 STOPPED_STATES = frozenset("TtZX")  # stopped, traced, zombie, dead
+ZOMBIE_STATES = frozenset("ZX")
 
 
 def how_it_ended(proc: Any) -> str:
@@ -46,11 +48,12 @@ def signal_group(group: int) -> None:
 @contextlib.contextmanager
 def stopped(group: int | None) -> Iterator[None]:
     """Process group `group` stopped (SIGSTOP, which no process can catch or ignore) for
-    the duration, then continued. The judge stops its candidate runner's group while the
-    reference's rounds run: a process bundle code forked to steal CPU from the reference
-    while it is timed (the candidate's own rounds are untouched) stops with it. A process
-    that left the group (setpgid, setsid) is not stopped; the subreaper kills it at the
-    end of the evaluation (docs/security.md)."""
+    the duration, then continued. A judge stops each of its runners' groups while the
+    other runner's rounds run (judge/rank.py): a process bundle code forked to steal CPU
+    from the reference while it is timed stops with the candidate's runner, and both
+    runners meet their own rounds the same way, just continued. A process that left the
+    group (setpgid, setsid) is not stopped; the subreaper kills it at the end of the
+    evaluation (docs/security.md)."""
     if not group:
         yield
         return
@@ -62,17 +65,23 @@ def stopped(group: int | None) -> Iterator[None]:
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGCONT)
+            settle(group, want_stopped=False)
 
 
-def settle(leader: int, timeout_s: float = STOP_SETTLE_S) -> bool:
-    """Wait until every thread of process `leader` has stopped (or exited), at most
-    `timeout_s`; whether they all had. A SIGSTOP wakes each thread of a process to stop
-    itself: on GPU hosts the runners share one core, so the threads of a candidate just
-    stopped would otherwise take turns on it inside the reference's first round."""
+def settle(leader: int, *, want_stopped: bool = True, timeout_s: float = STOP_SETTLE_S) -> bool:
+    """Wait until every thread of process `leader` has stopped or exited (`want_stopped`),
+    or until none shows stopped any more, at most `timeout_s`; whether it came to that.
+    A SIGSTOP wakes each thread of a process to stop itself, and a SIGCONT each to go on:
+    on GPU hosts the runners share one core, so without the wait the threads of a runner
+    just stopped, or just continued, would take turns on it inside the other's rounds."""
     end = time.monotonic() + timeout_s
     while True:
-        states = thread_states(leader)
-        if states is None or all(state in STOPPED_STATES for state in states):
+        found = thread_states(leader)
+        if found is None or (
+            all(state in STOPPED_STATES for state in found)
+            if want_stopped
+            else not any(state in STOPPED_STATES - ZOMBIE_STATES for state in found)
+        ):
             return True
         if time.monotonic() >= end:
             return False

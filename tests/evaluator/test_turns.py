@@ -1,0 +1,88 @@
+"""Each runner stands still while the other's rounds run (judge/rank.py: `reference_side`,
+`candidate_side`), through a real evaluation over gloo: the candidate's runner was already
+stopped while the reference's rounds ran; the reference's is now stopped while the
+candidate's run, so both come to their rounds alike (a lean of 1-4% against the candidate
+at launch-bound sizes on an H100 when only the candidate was stopped and continued)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from evaluator.contract import ProblemStatus
+from problems.collective import all_reduce
+from tests.evaluator.judging import judge_files, small_settings
+from tests.redteam import attacks
+
+TICK_S = 0.0005
+SLEEP_S = 0.05  # each of the candidate's calls: long enough to show as a gap in the ticks
+CALLS = 3  # per round
+PAIRS = 2
+
+_ticker: list[threading.Thread] = []
+
+
+def _tick(path: str) -> None:
+    with open(path, "ab", buffering=0) as f:
+        while True:
+            f.write(struct.pack("d", time.monotonic()))
+            time.sleep(TICK_S)
+
+
+def ticking_reference(x: torch.Tensor, *, path: str) -> torch.Tensor:
+    """The all-reduce reference, with a thread of the reference's runner writing the time
+    every half millisecond from its first call on: wherever it stood still, a gap."""
+    if not _ticker:
+        mine = f"{path}.{torch.distributed.get_rank()}"
+        _ticker.append(threading.Thread(target=_tick, args=(mine,), daemon=True))
+        _ticker[0].start()
+    return all_reduce.solution(x)
+
+
+SLEEPER = f"""
+import time
+import torch.distributed as dist
+
+
+def solution(x):
+    time.sleep({SLEEP_S})
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+
+def _gaps(path: Path) -> list[float]:
+    data = path.read_bytes()
+    ticks = [t for (t,) in struct.iter_unpack("d", data[: len(data) // 8 * 8])]
+    return [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+
+
+def test_the_references_runner_stands_still_while_the_candidates_rounds_run(tmp_path):
+    ticks = tmp_path / "ticks"
+    reference = functools.partial(ticking_reference, path=str(ticks))
+    catalog = {"turns": dataclasses.replace(attacks.problem("turns"), reference=reference)}
+    settings = small_settings(
+        "turns-secret-0123456789",
+        warmup=CALLS,
+        iters=CALLS * PAIRS,
+        rounds=PAIRS,
+        problem_timeout_s=120,
+    )
+    result = judge_files({"turns.py": SLEEPER}, catalog, settings, "turns")["turns"]
+    assert result.status == ProblemStatus.PASSED, result.message
+    # A candidate's side (its warm-up round and its timed round, each of CALLS calls that
+    # sleep) is a stretch of at least 2 * CALLS * SLEEP_S in which no tick was written:
+    # one per timed pair, each case. Running, the ticker never pauses that long, even on
+    # two busy cores.
+    side = 2 * CALLS * SLEEP_S
+    for rank in range(2):
+        gaps = _gaps(tmp_path / f"ticks.{rank}")
+        stood_still = [gap for gap in gaps if gap >= 0.9 * side]
+        assert len(stood_still) >= PAIRS * len(result.cases), (rank, len(stood_still), max(gaps))
