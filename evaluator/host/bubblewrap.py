@@ -348,7 +348,7 @@ def _enter_main(args: list[str]) -> None:
     then run Python as a child inside its pid namespace. Any failure ends here with exit
     code 70: bundle code never runs with less around it."""
     from cgroups import join  # type: ignore[import-not-found]  # this folder's
-    from sandbox import scrubbed  # type: ignore[import-not-found]
+    from sandbox import fixed_layout, scrubbed  # type: ignore[import-not-found]
 
     holder, ids, cgroup, python, rest = int(args[0]), args[1], args[2], args[3], args[4:]
     uid, gid = (int(x) for x in ids.split(":"))
@@ -366,6 +366,7 @@ def _enter_main(args: list[str]) -> None:
     child = os.fork()
     if child == 0:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        fixed_layout()
         os.execve(python, [python, *rest], scrubbed(os.environ))
     _wait_for(child)
 

@@ -2,7 +2,7 @@
 with real bwrap: only for GPU backends and a bubblewrap candidate; its folder beside the
 evaluation's scratch folder, never in it; the runner as the candidate user, filtered from
 its first instruction, in namespaces of its own, with the candidate's limits but the CPU
-cap; and nothing left once it closes."""
+cap and the candidate's fixed layout; and nothing left once it closes."""
 
 from __future__ import annotations
 
@@ -93,6 +93,8 @@ def test_the_references_runner_starts_in_its_sandbox_as_the_candidates_would():
             for tid in os.listdir(f"/proc/{runner}/task"):
                 assert _status(int(tid))["Seccomp"] == "2", tid
             assert status["NoNewPrivs"] == "1"
+            # Laid out as the candidate's runner is: without address-space randomisation.
+            assert int(Path(f"/proc/{runner}/personality").read_text(), 16) & 0x0040000
             assert os.readlink(f"/proc/{runner}/ns/pid") != os.readlink("/proc/self/ns/pid")
             assert os.readlink(f"/proc/{runner}/ns/net") != os.readlink("/proc/self/ns/net")
             # The candidate's limits, but the CPU cap: trusted code must not die of it.

@@ -1,8 +1,11 @@
-"""Each runner stands still while the other's rounds run (judge/rank.py: `reference_side`,
-`candidate_side`), through a real evaluation over gloo: the candidate's runner was already
-stopped while the reference's rounds ran; the reference's is now stopped while the
-candidate's run, so both come to their rounds alike (a lean of 1-4% against the candidate
-at launch-bound sizes on an H100 when only the candidate was stopped and continued)."""
+"""Both runners come to their rounds alike, through real evaluations over gloo:
+
+- each stands still while the other's rounds run (judge/rank.py: `reference_side`,
+  `candidate_side`): the candidate's runner was already stopped while the reference's
+  rounds ran; the reference's now is while the candidate's run (a lean of 1-4% against the
+  candidate at launch-bound sizes on an H100 when only the candidate was stopped);
+- a runner exec'd by a launcher starts without address-space randomisation
+  (host/sandbox.py: `fixed_layout`; the reference's box: test_reference_box.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +61,20 @@ def solution(x):
 """
 
 
+LAYOUT = """
+import torch.distributed as dist
+
+ADDR_NO_RANDOMIZE = 0x0040000
+FIXED = int(open("/proc/self/personality").read(), 16) & ADDR_NO_RANDOMIZE
+
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out if FIXED else out + 1  # a wrong answer where the layout is random
+"""
+
+
 def _gaps(path: Path) -> list[float]:
     data = path.read_bytes()
     ticks = [t for (t,) in struct.iter_unpack("d", data[: len(data) // 8 * 8])]
@@ -86,3 +103,10 @@ def test_the_references_runner_stands_still_while_the_candidates_rounds_run(tmp_
         gaps = _gaps(tmp_path / f"ticks.{rank}")
         stood_still = [gap for gap in gaps if gap >= 0.9 * side]
         assert len(stood_still) >= PAIRS * len(result.cases), (rank, len(stood_still), max(gaps))
+
+
+def test_the_candidates_runner_starts_without_address_space_randomisation():
+    catalog = {"layout": attacks.problem("layout")}
+    settings = small_settings("layout-secret-0123456789", warmup=1, iters=2, rounds=1)
+    result = judge_files({"layout.py": LAYOUT}, catalog, settings, "layout")["layout"]
+    assert result.status == ProblemStatus.PASSED, result.message
