@@ -52,6 +52,7 @@ from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_
 from evaluator.judge.evaluate import evaluate_bundle
 from evaluator.rank_process import NO_MULTICAST, cores_for
 from evaluator.tools.calibrate import calibrate, clock_markdown
+from evaluator.tools.floor_report import floor_markdown
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext
 
@@ -61,8 +62,6 @@ WARMUP = 10
 # Between two bursts of the events lines: about the time the other side's rounds take.
 BURST_GAP_S = 0.02
 CALLS = (10,)  # timed calls per round: the evaluator's nccl default (100 iters, 10 rounds)
-# The issue's goal for the harness: within 15% of the events, or 5 us, whichever is larger.
-GOAL_REL, GOAL_US = 0.15, 5.0
 
 COPY_SOURCE = """
 import torch
@@ -147,7 +146,7 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
         takes.append(_events_lines(world, args))
     lines = [_floor_line([take[i] for take in takes], passes, calls) for i in range(len(takes[0]))]
     report: dict[str, Any] = {"world_size": world, "iters": args.iters, "calls": calls}
-    report["bursts"] = args.bursts
+    report.update(bursts=args.bursts, warmup=WARMUP, burst_gap_s=BURST_GAP_S)
     report["repeats"] = len(passes)
     report["lines"] = lines
     report["environment"] = {
@@ -182,6 +181,7 @@ def _floor_line(
             line[f"evaluator_passes_{c}_us"] = nets
             line[f"evaluator_{c}_us"] = statistics.median(nets)
             line[f"gap_{c}_us"] = statistics.median(gaps)
+            line[f"gap_{c}_range_us"] = [min(gaps), max(gaps)]
     return line
 
 
@@ -346,56 +346,6 @@ def _through_the_evaluator(
         for r in results
         for c in r.cases
     }
-
-
-def floor_markdown(report: dict[str, Any]) -> str:
-    calls = report["calls"]
-    lines = [
-        f"# The harness's floor ({report['world_size']} ranks, {report['environment']['gpu']})",
-        "",
-        f"Slowest rank per call, us: events are the median over {report.get('bursts', 1)} "
-        f"bursts of {report['iters']} back-to-back calls (each after {WARMUP} calls and a "
-        f"{BURST_GAP_S * 1000:g} ms pause), on the runners' core; the evaluator's lines "
-        "the median per-call time of its candidate rounds, on the judge's clock, at "
-        f"{', '.join(map(str, calls))} calls per round, net of the harness (the quickest "
-        "tare of the case: the same round around a call that returns at once, shown as "
-        f"'harness'). The evaluator ran {report.get('repeats', 1)} times, each time between "
-        "two takes of the events; each pass is held against the mean of the takes around "
-        "it, and the table shows the medians over the passes (every take and pass in "
-        "floor.json). Goal: within "
-        f"{GOAL_REL:.0%} of the events, or {GOAL_US:g} us.",
-        "",
-        *_one_rank_note(report["world_size"]),
-        "| solution | elements | events, back to back (takes) | events, fresh inputs | "
-        + " | ".join(f"evaluator, {c} calls a round | - events | goal | harness" for c in calls)
-        + " |",
-        "|---|---|---|---|" + "---|---|---|---|" * len(calls),
-    ]
-    for line in report["lines"]:
-        takes = " / ".join(_us(t) for t in line.get("events_takes_us", []))
-        events = _us(line["events_us"]) + (f" ({takes})" if takes else "")
-        cells = [line["solution"], str(line["n"]), events, _us(line["fresh_us"])]
-        for c in calls:
-            got, gap = line.get(f"evaluator_{c}_us"), line.get(f"gap_{c}_us")
-            met = gap is not None and gap <= max(GOAL_REL * line["events_us"], GOAL_US)
-            cells += [_us(got), "-" if gap is None else f"{gap:+.1f}", "met" if met else "NOT met"]
-            cells.append(_us(line.get(f"harness_{c}_us")))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _one_rank_note(world: int) -> list[str]:
-    if world > 1:
-        return []
-    return [
-        "One rank (a host of one GPU): NCCL's all-reduce of one rank is a local copy, so "
-        "these lines show the harness's own per-call cost, not a collective's.",
-        "",
-    ]
-
-
-def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from evaluator.tools import floor
+from evaluator.tools import floor, floor_report
 from tests.evaluator.scratch import reachable_folder
 
 
@@ -65,4 +65,22 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
             passes = line[f"evaluator_passes_{calls}_us"]
             gaps = [p - (a + b) / 2 for p, a, b in zip(passes, takes, takes[1:], strict=False)]
             assert line[f"gap_{calls}_us"] == pytest.approx(sum(gaps) / 2)
-    assert "| evaluator, 3 calls a round | - events | goal | harness |" in markdown
+            assert line[f"gap_{calls}_range_us"] == pytest.approx([min(gaps), max(gaps)])
+    assert "| evaluator, 3 calls a round | - events (passes) | goal | harness |" in markdown
+
+
+@pytest.mark.parametrize(
+    ("gaps", "said"),
+    [
+        ([1.0, 2.0, 4.0], "met"),
+        ([6.0, 7.0, 9.0], "NOT met"),
+        ([-8.0, 2.0, 12.0], "met, within noise"),
+        ([-8.0, 6.0, 12.0], "NOT met, within noise"),
+    ],
+)
+def test_a_line_whose_passes_fall_on_both_sides_of_the_goal_says_so(gaps, said):
+    """Goal here: 5 us (15% of 20 us is less). The median decides met or not; a range of
+    the passes' gaps across the goal adds that it is within the passes' noise."""
+    line = {"events_us": 20.0, "gap_10_us": gaps[1], "gap_10_range_us": [gaps[0], gaps[2]]}
+    assert floor_report.verdict(line, 10) == said
+    assert floor_report.verdict({"events_us": 20.0}, 10) == "NOT met"  # no evaluator line
