@@ -24,6 +24,21 @@ def small_settings(secret: str, **changes: Any) -> Settings:
     return dataclasses.replace(base, trials=1, max_rounds=None, **changes)
 
 
+def sleeping_solution(seconds: float) -> str:
+    """The source of an honest all-reduce that sleeps `seconds` in each call first."""
+    return f"""
+import time
+import torch.distributed as dist
+
+
+def solution(x):
+    time.sleep({seconds})
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+
 def judge_files(
     files: dict[str, str],
     catalog: dict[str, Problem],

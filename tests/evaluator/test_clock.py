@@ -12,21 +12,13 @@ from evaluator.host.settings import load_settings
 from evaluator.intake.bundle import read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
 from tests.evaluator.archives import make_zip
+from tests.evaluator.judging import sleeping_solution
 from tests.evaluator.scratch import reachable_folder
 from tests.redteam import attacks
 
 SLEEP_S = 0.3
 
-IN_THE_CALL = f"""
-import time
-import torch.distributed as dist
-
-def solution(x):
-    time.sleep({SLEEP_S})
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-"""
+IN_THE_CALL = sleeping_solution(SLEEP_S)
 
 # The whole work, and the sleep, deferred into the harness's copy of the output: a mode
 # sees every torch call of the process without replacing any attribute (no tripwire).

@@ -20,7 +20,7 @@ import torch
 
 from evaluator.contract import ProblemStatus
 from problems.collective import all_reduce
-from tests.evaluator.judging import judge_files, small_settings
+from tests.evaluator.judging import judge_files, sleeping_solution, small_settings
 from tests.redteam import attacks
 
 TICK_S = 0.0005
@@ -48,17 +48,7 @@ def ticking_reference(x: torch.Tensor, *, path: str) -> torch.Tensor:
     return all_reduce.solution(x)
 
 
-SLEEPER = f"""
-import time
-import torch.distributed as dist
-
-
-def solution(x):
-    time.sleep({SLEEP_S})
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-"""
+SLEEPER = sleeping_solution(SLEEP_S)
 
 
 LAYOUT = """
