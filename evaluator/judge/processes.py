@@ -17,11 +17,11 @@ KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
 # a rank that crashes makes its peers' collectives fail, and the crash is the real story.
 DEATH_GRACE_S = 0.5
-# How long a judge waits for a stopped (continued) runner's threads to show stopped (no
-# longer stopped): `settle`.
+# How long a judge waits for the threads of a runner it stopped to show stopped, or of one
+# it continued to show stopped no more (`settle`).
 STOP_SETTLE_S = 0.05
-STOPPED_STATES = frozenset("TtZX")  # stopped, traced, zombie, dead
-ZOMBIE_STATES = frozenset("ZX")
+PAUSED_STATES = frozenset("Tt")  # stopped, traced
+STOPPED_STATES = PAUSED_STATES | frozenset("ZX")  # or gone: zombie, dead
 
 
 def how_it_ended(proc: Any) -> str:
@@ -80,7 +80,7 @@ def settle(leader: int, *, want_stopped: bool = True, timeout_s: float = STOP_SE
         if found is None or (
             all(state in STOPPED_STATES for state in found)
             if want_stopped
-            else not any(state in STOPPED_STATES - ZOMBIE_STATES for state in found)
+            else not any(state in PAUSED_STATES for state in found)
         ):
             return True
         if time.monotonic() >= end:
