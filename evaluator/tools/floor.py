@@ -1,6 +1,7 @@
 """The harness's floor, and same code judged against itself (numbers to read, not tests).
 
-    python -m evaluator.tools.floor --out DIR [--calls 10,50] [--repeats 3] [--cpu]
+    python -m evaluator.tools.floor --out DIR [--calls 10,50] [--repeats 3] [--max-repeats 9]
+                                          [--cpu]
     python -m evaluator.tools.floor --calibrate --out DIR [--profile h200x2] [--rounds 20]
 
 FLOOR (one process per GPU, started here; `--cpu`: two gloo ranks). The all-reduce
@@ -50,9 +51,10 @@ from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import load_settings
 from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_of
 from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.stats import median_interval
 from evaluator.rank_process import NO_MULTICAST, cores_for
 from evaluator.tools.calibrate import calibrate, clock_markdown
-from evaluator.tools.floor_report import floor_markdown
+from evaluator.tools.floor_report import GAP_CONFIDENCE, decided, floor_markdown
 from problems.collective import all_reduce
 from problems.spec import Case, InputContext
 
@@ -105,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="evaluator passes, each between takes of events"
     )
+    parser.add_argument(
+        "--max-repeats",
+        type=int,
+        default=None,
+        help="passes at most: more are added while a line is within noise of the goal",
+    )
     parser.add_argument("--cpu", action="store_true", help="the floor over gloo, to try it")
     parser.add_argument("--port", type=int, default=29561, help="the floor's rendezvous port")
     args = parser.parse_args(argv)
@@ -134,21 +142,27 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
     Events, then the evaluator, then events again, `--repeats` times (each evaluator pass
     between two takes of the events): a host's speed moves by tens of percent between
     minutes, so each pass is held against the events around it, and a line reports the
-    median over the passes of the evaluator, the events and the gap."""
+    median over the passes of the evaluator, the events and the gap, and the gap's
+    interval. Up to `--max-repeats`, passes are added while any line's interval straddles
+    the goal (`floor_report.decided`)."""
     world = args.world_size or (2 if args.cpu else torch.cuda.device_count())
     if world < 1:
         raise SystemExit("the floor needs CUDA GPUs (or --cpu)")
     calls = [int(c) for c in str(args.calls).split(",") if c]
     takes = [_events_lines(world, args)]
-    passes = []
-    for _ in range(max(1, args.repeats)):
+    passes: list[dict[int, Any]] = []
+    least = max(1, args.repeats)
+    most = max(least, args.max_repeats or least)
+    while True:
         passes.append({c: _through_the_evaluator(world, args, c) for c in calls})
         takes.append(_events_lines(world, args))
-    lines = [_floor_line([take[i] for take in takes], passes, calls) for i in range(len(takes[0]))]
+        lines = [_floor_line([t[i] for t in takes], passes, calls) for i in range(len(takes[0]))]
+        done = all(decided(line, c) for line in lines for c in calls)
+        if len(passes) >= most or (len(passes) >= least and done):
+            break
     report: dict[str, Any] = {"world_size": world, "iters": args.iters, "calls": calls}
     report.update(bursts=args.bursts, warmup=WARMUP, burst_gap_s=BURST_GAP_S)
-    report["repeats"] = len(passes)
-    report["lines"] = lines
+    report.update(repeats=len(passes), decided=done, lines=lines)
     report["environment"] = {
         "gpu": "CPU (gloo)" if args.cpu else torch.cuda.get_device_name(0),
         "torch": torch.__version__,
@@ -180,8 +194,8 @@ def _floor_line(
             gaps = [net - base for net, base in zip(nets, around, strict=True)]
             line[f"evaluator_passes_{c}_us"] = nets
             line[f"evaluator_{c}_us"] = statistics.median(nets)
-            line[f"gap_{c}_us"] = statistics.median(gaps)
-            line[f"gap_{c}_range_us"] = [min(gaps), max(gaps)]
+            line[f"gap_{c}_us"], *interval = median_interval(gaps, GAP_CONFIDENCE)
+            line[f"gap_{c}_interval_us"] = interval
     return line
 
 

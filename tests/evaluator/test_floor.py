@@ -3,6 +3,7 @@ itself, and the floor's every path (numbers of gloo mean nothing here)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 
@@ -65,7 +66,8 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
             passes = line[f"evaluator_passes_{calls}_us"]
             gaps = [p - (a + b) / 2 for p, a, b in zip(passes, takes, takes[1:], strict=False)]
             assert line[f"gap_{calls}_us"] == pytest.approx(sum(gaps) / 2)
-            assert line[f"gap_{calls}_range_us"] == pytest.approx([min(gaps), max(gaps)])
+            # Under six passes the gap's interval is the range of the passes' gaps.
+            assert line[f"gap_{calls}_interval_us"] == pytest.approx([min(gaps), max(gaps)])
     assert "| evaluator, 3 calls a round | - events (passes) | goal | harness |" in markdown
 
 
@@ -81,6 +83,35 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
 def test_a_line_whose_passes_fall_on_both_sides_of_the_goal_says_so(gaps, said):
     """Goal here: 5 us (15% of 20 us is less). The median decides met or not; a range of
     the passes' gaps across the goal adds that it is within the passes' noise."""
-    line = {"events_us": 20.0, "gap_10_us": gaps[1], "gap_10_range_us": [gaps[0], gaps[2]]}
+    line = {"events_us": 20.0, "gap_10_us": gaps[1], "gap_10_interval_us": [gaps[0], gaps[2]]}
     assert floor_report.verdict(line, 10) == said
     assert floor_report.verdict({"events_us": 20.0}, 10) == "NOT met"  # no evaluator line
+
+
+@pytest.mark.parametrize(
+    ("nets", "repeats", "decided"),
+    [([20.0, 21.0, 22.0, 23.0], 2, True), ([20.0, 40.0, 21.0, 39.0], 4, False)],
+    ids=["decided", "capped"],
+)
+def test_passes_are_added_while_a_line_is_within_noise_up_to_the_cap(
+    monkeypatch, nets, repeats, decided
+):
+    """The loop alone, its measurements stood in for (the command's real paths: above):
+    events of 20 us, so a goal of 5 us; gaps of 0 and 1 us decide at the least two passes,
+    gaps of 0 and 20 us straddle the goal and passes go on to the cap of four."""
+    readings = iter(nets)
+
+    def events(world, args):
+        return [{"solution": "s", "n": 1, "events_us": 20.0, "fresh_us": 20.0}]
+
+    def evaluator(world, args, calls):
+        return {("s", 1): (next(readings), 5.0)}
+
+    monkeypatch.setattr(floor, "_events_lines", events)
+    monkeypatch.setattr(floor, "_through_the_evaluator", evaluator)
+    args = argparse.Namespace(
+        world_size=1, cpu=True, calls="10", repeats=2, max_repeats=4, iters=5, bursts=2
+    )
+    report = floor.floor(args)
+    assert (report["repeats"], report["decided"]) == (repeats, decided)
+    assert len(report["lines"][0]["evaluator_passes_10_us"]) == repeats
