@@ -228,9 +228,9 @@ class _Judge:
         """The reference's runner stands still while the candidate's works, as the
         candidate's does for the reference: both sides then come to their rounds alike,
         just continued and with the other stopped. With only the candidate stopped and
-        continued, whichever side went second read 1-4% slower when it was the
-        candidate's, 0-1% when the reference's (same code, H100, 2026-11-26): a lean
-        against the candidate that crossover blocks cannot cancel, being unequal."""
+        continued, whichever side went second read up to 4% slower when it was the
+        candidate's, at most 1% when the reference's (same code, H100, 2026-11-26): a
+        lean against the candidate that crossover blocks cannot cancel, being unequal."""
         return stopped(self.reference_group)
 
     def candidate_rounds(

@@ -2,8 +2,8 @@
 
 - each stands still while the other's rounds run (judge/rank.py: `reference_side`,
   `candidate_side`): the candidate's runner was already stopped while the reference's
-  rounds ran; the reference's now is while the candidate's run (a lean of 1-4% against the
-  candidate at launch-bound sizes on an H100 when only the candidate was stopped);
+  rounds ran; the reference's now is while the candidate's run (with only the candidate
+  stopped, it paid up to 4% more than the reference for going second, on an H100);
 - a runner exec'd by a launcher starts without address-space randomisation
   (host/sandbox.py: `fixed_layout`; the reference's box: test_reference_box.py)."""
 
