@@ -77,15 +77,17 @@ def settle(leader: int, *, want_stopped: bool = True, timeout_s: float = STOP_SE
     end = time.monotonic() + timeout_s
     while True:
         found = thread_states(leader)
-        if found is None or (
-            all(state in STOPPED_STATES for state in found)
-            if want_stopped
-            else not any(state in PAUSED_STATES for state in found)
-        ):
+        if found is None or _settled(found, want_stopped):
             return True
         if time.monotonic() >= end:
             return False
         time.sleep(0.0002)
+
+
+def _settled(states: list[str], want_stopped: bool) -> bool:
+    if want_stopped:
+        return all(state in STOPPED_STATES for state in states)
+    return not any(state in PAUSED_STATES for state in states)
 
 
 def thread_states(pid: int, proc: str = "/proc") -> list[str] | None:
