@@ -52,6 +52,10 @@ Progress = Callable[[int, int, str], None]
 # Called after each case with (problem slug, case name, one pair's numbers) per pair of
 # rounds: what `python -m evaluator.tools.floor --calibrate` reads (same code, both sides).
 RoundObserver = Callable[[str, str, dict[str, Any]], None]
+# Called after each counted pair with (problem slug, case name), while every runner waits
+# for the next: `python -m evaluator.tools.floor` times its events there, in the same
+# seconds as the pair it is held against.
+PairObserver = Callable[[str, str], None]
 
 
 def evaluate_bundle(
@@ -64,6 +68,7 @@ def evaluate_bundle(
     on_progress: Progress | None = None,
     problems: Mapping[str, Problem] | None = None,
     on_round: RoundObserver | None = None,
+    between_pairs: PairObserver | None = None,
     on_result: Callable[[ProblemResult], None] | None = None,
     mode: Mode = Mode.RANKED,
     profile_case: str = "",
@@ -151,6 +156,7 @@ def evaluate_bundle(
                 settings=settings,
                 evaluation_id=evaluation_id,
                 on_round=on_round,
+                between_pairs=between_pairs,
             )
             for slug in slugs
         ]

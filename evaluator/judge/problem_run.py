@@ -65,7 +65,8 @@ class ProblemRun:
     profile: HardwareProfile
     settings: Settings
     evaluation_id: str
-    on_round: Any = None  # called after each pair with (slug, case name, its numbers)
+    on_round: Any = None  # called after each case with (slug, case name, a pair's numbers)
+    between_pairs: Any = None  # called after each counted pair with (slug, case name)
     import_failure: ImportFailure | None = None  # from the compile pass
     bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
     deadline: float = 0.0
@@ -261,6 +262,8 @@ class ProblemRun:
             result.rounds.append({**pair, "first": first})
             result.iterations += done
             net_of_harness(result, self.settings.target_halfwidth, self.settings.run_spread)
+            if self.between_pairs is not None:
+                self.between_pairs(self.slug, case.name)
         if self.on_round is not None:
             for pair in result.rounds:
                 self.on_round(self.slug, case.name, dict(pair))

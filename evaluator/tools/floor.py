@@ -34,35 +34,33 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing as mp
 import os
 import statistics
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from queue import Empty
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import load_settings
 from evaluator.judge.canary import REFERENCE_SOURCE, all_reduce_problem, bundle_of
 from evaluator.judge.evaluate import evaluate_bundle
 from evaluator.judge.stats import median_interval
-from evaluator.rank_process import NO_MULTICAST, cores_for
+from evaluator.rank_process import NO_MULTICAST
 from evaluator.tools.calibrate import calibrate, clock_markdown
+from evaluator.tools.floor_events import (
+    BURST_GAP_S,
+    SOLUTIONS,
+    WARMUP,
+    EventsBeside,
+    Line,
+    sizes_of,
+)
+from evaluator.tools.floor_events import events_lines as _events_lines
 from evaluator.tools.floor_report import GAP_CONFIDENCE, decided, floor_markdown
 from problems.collective import all_reduce
-from problems.spec import Case, InputContext
 
-GPU_SIZES: tuple[int, ...] = (1 << 16, 1 << 20, 1 << 24)
-CPU_SIZES: tuple[int, ...] = (1 << 10, 1 << 14)
-WARMUP = 10
-# Between two bursts of the events lines: about the time the other side's rounds take.
-BURST_GAP_S = 0.02
 CALLS = (10,)  # timed calls per round: the evaluator's nccl default (100 iters, 10 rounds)
 
 COPY_SOURCE = """
@@ -113,13 +111,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="passes at most: more are added while a line is within noise of the goal",
     )
+    parser.add_argument(
+        "--sizes", default="", help="elements per case, comma-separated (default: the table's)"
+    )
     parser.add_argument("--cpu", action="store_true", help="the floor over gloo, to try it")
     parser.add_argument("--port", type=int, default=29561, help="the floor's rendezvous port")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.update(NO_MULTICAST)
     if args.calibrate:
-        report = calibrate(args, GPU_SIZES, CPU_SIZES)
+        report = calibrate(args, sizes_of(args, cpu=False), sizes_of(args, cpu=True))
         _write(args.out, "clock", report, clock_markdown(report))
         return 0
     report = floor(args)
@@ -139,18 +140,19 @@ def _write(folder: Path, name: str, report: dict[str, Any], markdown: str) -> No
 def floor(args: argparse.Namespace) -> dict[str, Any]:
     """The floor table; `--cpu` runs it over gloo, to try the command without GPUs.
 
-    Events, then the evaluator, then events again, `--repeats` times (each evaluator pass
-    between two takes of the events): a host's speed moves by tens of percent between
-    minutes, so each pass is held against the events around it, and a line reports the
-    median over the passes of the evaluator, the events and the gap, and the gap's
-    interval. Up to `--max-repeats`, passes are added while any line's interval straddles
+    Events, then the evaluator, then events again, `--repeats` times. Each of a pass's
+    pairs is held against a burst of the same line taken right after it
+    (`floor_events.EventsBeside`): a line's gap is the median over every pair of every
+    pass, with its interval. The takes around the passes stay in the table for scale (a
+    host's speed moves by tens of percent between minutes, and the gap held against them
+    as well). Up to `--max-repeats`, passes are added while any line's interval straddles
     the goal (`floor_report.decided`)."""
     world = args.world_size or (2 if args.cpu else torch.cuda.device_count())
     if world < 1:
         raise SystemExit("the floor needs CUDA GPUs (or --cpu)")
     calls = [int(c) for c in str(args.calls).split(",") if c]
     takes = [_events_lines(world, args)]
-    passes: list[dict[int, Any]] = []
+    passes: list[dict[int, dict[Line, Pass]]] = []
     least = max(1, args.repeats)
     most = max(least, args.max_repeats or least)
     while True:
@@ -171,160 +173,58 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+@dataclasses.dataclass
+class Pass:
+    """One line of one evaluator pass: the median net per-call time of the candidate's
+    rounds, the harness taken off it, and per pair (in order) the pair's net time and the
+    burst of events taken right after it."""
+
+    net_us: float | None
+    harness_us: float | None
+    pairs_us: list[float] = dataclasses.field(default_factory=list)
+    beside_us: list[float] = dataclasses.field(default_factory=list)
+
+
 def _floor_line(
-    takes: list[dict[str, Any]],
-    passes: list[dict[int, dict[tuple[str, int], tuple[float | None, float | None]]]],
-    calls: list[int],
+    takes: list[dict[str, Any]], passes: list[dict[int, dict[Line, Pass]]], calls: list[int]
 ) -> dict[str, Any]:
-    """One solution and size: every take of the events and every evaluator pass, each pass
-    held against the mean of the takes before and after it; the medians of those."""
-    line = {k: takes[0][k] for k in ("solution", "n")}
+    """One solution and size: every take of the events and every evaluator pass. The gap
+    and its interval are over the pairs, each less the burst beside it; `gap_takes` holds
+    each pass against the mean of the takes around it, as the floor did before."""
+    key = (takes[0]["solution"], takes[0]["n"])
+    line: dict[str, Any] = {"solution": key[0], "n": key[1]}
     events = [t["events_us"] for t in takes]
     around = [(a + b) / 2 for a, b in zip(events, events[1:], strict=False)]
     line["events_takes_us"] = events
     line["events_us"] = statistics.median(around)
     line["fresh_us"] = statistics.median(t["fresh_us"] for t in takes)
     for c in calls:
-        found = [p[c].get((line["solution"], line["n"]), (None, None)) for p in passes]
-        nets = [net for net, _ in found if net is not None]
-        harness = [h for _, h in found if h is not None]
+        found = [p[c].get(key, Pass(None, None)) for p in passes]
+        harness = [f.harness_us for f in found if f.harness_us is not None]
         line[f"harness_{c}_us"] = statistics.median(harness) if harness else None
         line[f"evaluator_{c}_us"] = line[f"gap_{c}_us"] = None
-        if len(nets) == len(passes):
-            gaps = [net - base for net, base in zip(nets, around, strict=True)]
-            line[f"evaluator_passes_{c}_us"] = nets
-            line[f"evaluator_{c}_us"] = statistics.median(nets)
+        nets = [f.net_us for f in found if f.net_us is not None]
+        if len(nets) < len(passes):
+            continue
+        line[f"evaluator_passes_{c}_us"] = nets
+        line[f"evaluator_{c}_us"] = statistics.median(nets)
+        line[f"gap_takes_{c}_us"] = statistics.median(
+            net - base for net, base in zip(nets, around, strict=True)
+        )
+        beside = [b for f in found for b in f.beside_us]
+        gaps = [n - b for f in found for n, b in zip(f.pairs_us, f.beside_us, strict=True)]
+        if gaps:
+            line[f"events_beside_{c}_us"] = statistics.median(beside)
             line[f"gap_{c}_us"], *interval = median_interval(gaps, GAP_CONFIDENCE)
             line[f"gap_{c}_interval_us"] = interval
+            line[f"gap_{c}_pairs"] = len(gaps)
     return line
 
 
-def _events_lines(world: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The events and fresh lines, from one process per rank (started here)."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_floor_rank, args=(r, world, args, queue)) for r in range(world)]
-    for proc in procs:
-        proc.start()
-    lines = _from_rank_zero(queue, procs)
-    for proc in procs:
-        proc.join()
-    return lines
-
-
-def _from_rank_zero(queue: Any, procs: list[Any]) -> Any:
-    while True:
-        try:
-            return queue.get(timeout=5)
-        except Empty:
-            if any(proc.exitcode for proc in procs):
-                for proc in procs:
-                    proc.kill()
-                raise SystemExit("a rank failed") from None
-
-
-SOLUTIONS = ("all-reduce reference", "empty (copy)")
-
-
-def _floor_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
-    if args.cpu:
-        device, sizes, dtype = torch.device("cpu"), CPU_SIZES, "float32"
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-    else:
-        device, sizes, dtype = torch.device("cuda", rank), GPU_SIZES, "bfloat16"
-        # Where the evaluator runs this rank's runners (unpinned, the same calls read up
-        # to 1.4x slower on one H100: evaluator.tools.pinning).
-        cores = cores_for("reference", rank, world, "nccl")
-        if cores:
-            os.sched_setaffinity(0, set(cores))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
-    lines = []
-    for n in sizes:
-        case = Case(f"n={n}", dtype, {"n": n})
-        out = torch.empty(n, dtype=case_dtype(dtype), device=device)
-
-        def copier(x: torch.Tensor, out: torch.Tensor = out) -> torch.Tensor:
-            out.copy_(x)
-            return out
-
-        def make(seed: int, case: Case = case) -> dict[str, Any]:
-            ctx = InputContext(
-                rank=rank, world_size=world, dtype=case.dtype, device=device, seed=seed
-            )
-            return all_reduce.make_inputs(case, ctx)
-
-        for name, fn in zip(SOLUTIONS, (all_reduce.solution, copier), strict=True):
-            events = _events_over(fn, [make(0)], args, device)
-            fresh = _events_over(fn, [make(1 + i) for i in range(10)], args, device)
-            lines.append(
-                {
-                    "solution": name,
-                    "n": n,
-                    "events_us": _slowest([events], device)[0],
-                    "fresh_us": _slowest([fresh], device)[0],
-                }
-            )
-    if rank == 0:
-        queue.put(lines)
-    dist.destroy_process_group()
-
-
-def case_dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
-
-
-def _events_over(
-    fn: Callable[..., Any], inputs: list[dict], args: argparse.Namespace, device: Any
-) -> float:
-    """The median over `--bursts` bursts of `--iters` back-to-back calls each, a pause
-    before each. The evaluator's rounds are bursts too (a warm-up round, then the timed
-    calls, after the other side's rounds), and its median over rounds spread over seconds
-    samples the host's speed phases; a single take of back-to-back calls, a few ms long,
-    caught a fast or a slow moment (2026-11-26: takes of one line minutes apart read 25
-    and 49 us on one H200, docs/measurements/2026-11-26-pairs-to-settle.md)."""
-    times = []
-    for _ in range(max(1, args.bursts)):
-        time.sleep(BURST_GAP_S)
-        times.append(_burst(fn, inputs, args.iters, device))
-    return statistics.median(times)
-
-
-def _burst(fn: Callable[..., Any], inputs: list[dict], iters: int, device: Any) -> float:
-    """Back-to-back calls between two events, taking the inputs in turn, after WARMUP."""
-    for i in range(WARMUP):
-        fn(**inputs[i % len(inputs)])
-    if device.type != "cuda":
-        dist.barrier()
-        began = time.perf_counter()
-        for i in range(iters):
-            fn(**inputs[i % len(inputs)])
-        return (time.perf_counter() - began) * 1e6 / iters
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize(device)
-    dist.barrier()
-    start.record()
-    for i in range(iters):
-        fn(**inputs[i % len(inputs)])
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / iters
-
-
-def _slowest(times: list[float], device: Any) -> list[float]:
-    column = torch.tensor(times, dtype=torch.float64, device=device)
-    dist.all_reduce(column, op=dist.ReduceOp.MAX)
-    return column.tolist()
-
-
-def _through_the_evaluator(
-    world: int, args: argparse.Namespace, calls: int
-) -> dict[tuple[str, int], tuple[float | None, float | None]]:
-    """The same two solutions judged by the whole evaluator, `calls` per round: the median
-    per-call time of the candidate's rounds (net of the harness) and the harness's own
-    per-call time that was taken off, by (solution, elements)."""
-    sizes = CPU_SIZES if args.cpu else GPU_SIZES
+def _through_the_evaluator(world: int, args: argparse.Namespace, calls: int) -> dict[Line, Pass]:
+    """The same two solutions judged by the whole evaluator, `calls` per round, a burst of
+    events of the same line after each pair; by (solution, elements)."""
+    sizes = sizes_of(args, cpu=args.cpu)
     dtype = "float32" if args.cpu else "bfloat16"
     problems = {
         "floor-all-reduce": all_reduce_problem(
@@ -343,23 +243,37 @@ def _through_the_evaluator(
     )
     backend = "gloo" if args.cpu else "nccl"
     profile = HardwareProfile("floor", "floor", "-", world, backend=backend, case_kind="eval")
-    results, _ = evaluate_bundle(
-        bundle_of(sources, problems),
-        slugs=list(problems),
-        profile=profile,
-        settings=settings,
-        evaluation_id=f"floor-{uuid.uuid4()}",
-        problems=problems,
-    )
     names = dict(zip(problems, SOLUTIONS, strict=True))
-    return {
-        (names[r.slug], int(c.case.split("=")[1])): (
-            c.time_us,
-            c.rounds[0]["harness_us"] if c.rounds else None,
+    beside: dict[Line, list[float]] = {}
+    events = EventsBeside(world, args)
+    try:
+
+        def after_pair(slug: str, case: str) -> None:
+            line = (names[slug], int(case.split("=")[1]))
+            beside.setdefault(line, []).append(events.burst(line))
+
+        results, _ = evaluate_bundle(
+            bundle_of(sources, problems),
+            slugs=list(problems),
+            profile=profile,
+            settings=settings,
+            evaluation_id=f"floor-{uuid.uuid4()}",
+            problems=problems,
+            between_pairs=after_pair,
         )
-        for r in results
-        for c in r.cases
-    }
+    finally:
+        events.close()
+    found: dict[Line, Pass] = {}
+    for r in results:
+        for c in r.cases:
+            line = (names[r.slug], int(c.case.split("=")[1]))
+            found[line] = Pass(
+                c.time_us,
+                c.rounds[0]["harness_us"] if c.rounds else None,
+                [p["candidate_us"] for p in c.rounds],
+                beside.get(line, []),
+            )
+    return found
 
 
 if __name__ == "__main__":

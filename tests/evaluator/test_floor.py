@@ -9,7 +9,8 @@ import socket
 
 import pytest
 
-from evaluator.tools import floor, floor_report
+from evaluator.judge.stats import median_interval
+from evaluator.tools import floor, floor_events, floor_report
 from tests.evaluator.scratch import reachable_folder
 
 
@@ -36,8 +37,8 @@ def test_same_code_on_both_sides_writes_every_pair_and_its_speedups(monkeypatch)
 
 
 def test_the_floor_command_runs_over_gloo(monkeypatch):
-    """The GPU command's every path (the ranks it starts, the events, the whole evaluator
-    at two round lengths), tried on CPU."""
+    """The GPU command's every path (the ranks it starts, the events taken alone and
+    beside the evaluator's pairs, the whole evaluator at two round lengths), on CPU."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -52,7 +53,7 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
         report = json.loads((out / "floor.json").read_text())
         markdown = (out / "floor.md").read_text()
     assert {(line["solution"], line["n"]) for line in report["lines"]} == {
-        (name, n) for name in floor.SOLUTIONS for n in floor.CPU_SIZES
+        (name, n) for name in floor_events.SOLUTIONS for n in floor_events.CPU_SIZES
     }
     assert (report["repeats"], report["bursts"]) == (2, 2)
     for line in report["lines"]:
@@ -65,10 +66,14 @@ def test_the_floor_command_runs_over_gloo(monkeypatch):
             assert line[f"evaluator_{calls}_us"] > 0 and line[f"harness_{calls}_us"] > 0
             passes = line[f"evaluator_passes_{calls}_us"]
             gaps = [p - (a + b) / 2 for p, a, b in zip(passes, takes, takes[1:], strict=False)]
-            assert line[f"gap_{calls}_us"] == pytest.approx(sum(gaps) / 2)
-            # Under six passes the gap's interval is the range of the passes' gaps.
-            assert line[f"gap_{calls}_interval_us"] == pytest.approx([min(gaps), max(gaps)])
-    assert "| evaluator, 3 calls a round | - events (passes) | goal | harness |" in markdown
+            assert line[f"gap_takes_{calls}_us"] == pytest.approx(sum(gaps) / 2)
+            # The gap: over every pair (two per case and pass), each less the burst of
+            # events taken right after it.
+            assert line[f"gap_{calls}_pairs"] == 4
+            assert line[f"events_beside_{calls}_us"] > 0
+            low, high = line[f"gap_{calls}_interval_us"]
+            assert low <= line[f"gap_{calls}_us"] <= high
+    assert "| evaluator, 3 calls a round | events beside | - events beside (pairs) |" in markdown
 
 
 @pytest.mark.parametrize(
@@ -97,15 +102,17 @@ def test_passes_are_added_while_a_line_is_within_noise_up_to_the_cap(
     monkeypatch, nets, repeats, decided
 ):
     """The loop alone, its measurements stood in for (the command's real paths: above):
-    events of 20 us, so a goal of 5 us; gaps of 0 and 1 us decide at the least two passes,
-    gaps of 0 and 20 us straddle the goal and passes go on to the cap of four."""
+    events of 20 us, so a goal of 5 us, and one pair a pass with 20 us beside it; gaps of
+    0 and 1 us decide at the least two passes, gaps of 0 and 20 us straddle the goal and
+    passes go on to the cap of four."""
     readings = iter(nets)
 
     def events(world, args):
         return [{"solution": "s", "n": 1, "events_us": 20.0, "fresh_us": 20.0}]
 
     def evaluator(world, args, calls):
-        return {("s", 1): (next(readings), 5.0)}
+        net = next(readings)
+        return {("s", 1): floor.Pass(net, 5.0, [net], [20.0])}
 
     monkeypatch.setattr(floor, "_events_lines", events)
     monkeypatch.setattr(floor, "_through_the_evaluator", evaluator)
@@ -114,4 +121,7 @@ def test_passes_are_added_while_a_line_is_within_noise_up_to_the_cap(
     )
     report = floor.floor(args)
     assert (report["repeats"], report["decided"]) == (repeats, decided)
-    assert len(report["lines"][0]["evaluator_passes_10_us"]) == repeats
+    line = report["lines"][0]
+    assert len(line["evaluator_passes_10_us"]) == repeats
+    gaps = [net - 20.0 for net in nets[:repeats]]
+    assert [line["gap_10_us"], *line["gap_10_interval_us"]] == list(median_interval(gaps))
