@@ -33,14 +33,20 @@ for f in sorted(glob.glob(sys.argv[1] + "/long-*/clock.json")):
 PY
   ;;
 cal)
-  for i in $(seq 1 ${RUNS:-5}); do
-    left=$(( ${LIMIT:-560} - ($(date +%s) - T0) )); [ $left -lt 90 ] && break
-    timeout $left python3 -m evaluator.tools.floor --calibrate --profile h200x2 --world-size 1 --rounds 20 --out $R/cal-$i > $R/cal-$i.log 2>&1
-    echo "cal $i rc=$? t=$(( $(date +%s) - T0 ))" >> $R/progress.txt
+  # ORDERS: case orders to alternate (one calibration each in turn), e.g. "a:65536,1048576,16777216 b:16777216,65536,1048576"
+  i=0
+  while true; do
+    for o in ${ORDERS:-d:65536,1048576,16777216}; do
+      left=$(( ${LIMIT:-560} - ($(date +%s) - T0) )); [ $left -lt 45 ] && break 2
+      i=$((i+1)); tag=${o%%:*}
+      timeout $left python3 -m evaluator.tools.floor --calibrate --profile h200x2 --world-size 1 --rounds 20 --sizes ${o#*:} --out $R/cal-$i-$tag > $R/cal-$i-$tag.log 2>&1
+      echo "cal $i $tag rc=$? t=$(( $(date +%s) - T0 ))" >> $R/progress.txt
+      [ $i -ge ${RUNS:-99} ] && break 2
+    done
   done
   python3 - $R <<'PY'
 import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/cal-*/clock.json")):
+for f in sorted(glob.glob(sys.argv[1] + "/cal-*/clock.json"), key=lambda f: int(f.split("/")[-2].split("-")[1])):
     d = json.load(open(f))
     print(f.split("/")[-2], d["settings"]["target_halfwidth"], d["settings"]["max_rounds"], d["wall_s"], " | ".join(f"{c['median']:.3f} ({c['low']:.3f}-{c['high']:.3f}) {c['pairs']}{'' if c['settled'] else ' cap'}" for c in d["cases"]))
 PY
