@@ -1,26 +1,27 @@
 """The harness's floor, and same code judged against itself (numbers to read, not tests).
 
     python -m evaluator.tools.floor --out DIR [--calls 10,50] [--repeats 3] [--max-repeats 9]
-                                          [--cpu]
+                                          [--sizes 65536,1048576] [--cpu]
     python -m evaluator.tools.floor --calibrate --out DIR [--profile h200x2] [--rounds 20]
+                                          [--max-rounds 200] [--sizes 16777216]
 
 FLOOR (one process per GPU, started here; `--cpu`: two gloo ranks). The all-reduce
-problem's reference at 64K, 1M and 16M bf16 elements (1K and 16K float32 on CPU), and an
-empty solution that only copies its input into a preallocated output:
-  - events:    back-to-back calls on one input between two CUDA events, in one process
-               (the independent measurement, as nccl-tests times a collective), on the
-               core the evaluator gives the rank's runners, in bursts of a round's
-               length with a pause before each (the median over the bursts); taken
-               before and after each of the evaluator's passes (--repeats), and their
-               mean is what that pass is held against (a host's speed moves by tens of
-               percent between minutes: docs/measurements); a line shows the medians
-               over the passes;
+problem's reference at 64K, 1M and 16M bf16 elements (1K and 16K float32 on CPU; `--sizes`
+picks others), and an empty solution that only copies its input into a preallocated output:
+  - events:    back-to-back calls on one input between two CUDA events, in processes of
+               the floor's own (the independent measurement, as nccl-tests times a
+               collective), on the core the evaluator gives the rank's runners
+               (`floor_events.py`): takes of every line in bursts of a round's length,
+               before and after each of the evaluator's passes (--repeats), and one burst
+               of a line right after each of the evaluator's pairs of it ("beside");
   - fresh:     the same over a batch of fresh inputs;
-  - evaluator: the whole evaluator (`runner.evaluate_bundle`): the median per-call time of
-               the candidate's rounds, on the judge's clock (from before it writes a round's
-               inputs to after it has read the outputs it checks), at each --calls per round,
-               net of the harness: less the same round around calls that return at once
-               (what the input copy, the messages and the output copies cost alone).
+  - evaluator: the whole evaluator (`judge.evaluate.evaluate_bundle`): per pair, the
+               per-call time of the candidate's round, on the judge's clock (from before
+               it writes a round's inputs to after it has read the outputs it checks), at
+               each --calls per round, net of the harness: less the same round around calls
+               that return at once (what the input copy, the messages and the output
+               copies cost alone). A line's gap is the median over its pairs of that time
+               less the burst beside it, with the median's 95% interval (`floor_report`).
 Writes floor.json and floor.md.
 
 CALIBRATE (any profile, CPU included; `evaluator/tools/calibrate.py`). Judges a bundle
