@@ -42,7 +42,7 @@ Line = tuple[str, int]  # (solution, elements)
 def sizes_of(args: argparse.Namespace, *, cpu: bool) -> tuple[int, ...]:
     """The cases' elements: `--sizes` where given (one case alone, when a study needs many
     runs of it), else the table's for the backend."""
-    asked = tuple(int(n) for n in str(getattr(args, "sizes", "") or "").split(",") if n.strip())
+    asked = tuple(int(n) for n in args.sizes.split(",") if n.strip())
     return asked or (CPU_SIZES if cpu else GPU_SIZES)
 
 
