@@ -154,6 +154,15 @@ class Clock:
         else:
             dist.barrier()
 
+    def meet(self) -> None:
+        """Wait, on the host, until every judge has come here: past it no rank's side of a
+        pair is still being timed."""
+        if self.cuda:
+            dist.all_reduce(self.flag)
+            torch.cuda.current_stream(self.device).synchronize()
+        else:
+            dist.barrier()
+
     def start(self) -> None:
         if self.cuda:
             self.t0.record()

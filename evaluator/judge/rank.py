@@ -222,7 +222,7 @@ class _Judge:
         before its first round (`processes.stopped`): a stop wakes each thread of the
         stopped process to stop itself, on the runners' shared core, and a stop per round
         put those wake-ups inside the reference's timed rounds."""
-        return stopped(self.candidate_group)
+        return self.side(stopping=self.candidate_group)
 
     def candidate_side(self) -> contextlib.AbstractContextManager[None]:
         """The reference's runner stands still while the candidate's works, as the
@@ -231,7 +231,19 @@ class _Judge:
         continued, whichever side went second read up to 4% slower when it was the
         candidate's, at most 1% when the reference's (same code, H100, 2026-11-26): a
         lean against the candidate that crossover blocks cannot cancel, being unequal."""
-        return stopped(self.reference_group)
+        return self.side(stopping=self.reference_group)
+
+    @contextlib.contextmanager
+    def side(self, *, stopping: int | None) -> Iterator[None]:
+        """One side of a pair with the other runner's group (`stopping`) stopped, continued
+        only once every judge's side has ended: each judge stops its own rank's runner, and
+        a judge that continued its candidate as soon as its own reference's rounds ended
+        would let that candidate's processes run, on the same host and perhaps on the same
+        cores, while a slower rank's reference is still timed. A side that raised does not
+        wait (its pair has failed; the pool puts the judges to rest or restarts them)."""
+        with stopped(stopping):
+            yield
+            self.clock.meet()
 
     def candidate_rounds(
         self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
