@@ -139,18 +139,101 @@ class EvaluationCgroup:
     def close(self) -> None:
         """Removed once empty: the evaluation's processes are killed before this, and
         the kernel takes a moment to let a dying process's charge go."""
-        end = time.monotonic() + CLOSE_TIMEOUT_S
-        while True:
-            try:
-                self.path.rmdir()
+        _remove(self.path)
+
+
+class CandidateFreezers:
+    """One cgroup per candidate rank, holding every process of that rank: the rank's judge
+    freezes it while the reference is timed (judge/processes.py, `stopped`). A SIGSTOP to
+    the runner's process group misses what bundle code moved out of it (setsid); a cgroup
+    is a wall bundle code cannot leave (its user cannot write the cgroup files, and
+    bubblewrap's sandbox does not show them). A cgroup per rank, not one for all: each
+    judge freezes its own rank's once every judge's earlier side has ended
+    (judge/rank.py, `side`), so none freezes a rank whose candidate is still timed.
+
+    cgroup v2: children of the evaluation's memory cgroup (`cgroup.freeze`; a cgroup
+    without controllers for its children may hold processes beside them). cgroup v1: the
+    `freezer` hierarchy (`freezer.state`), beside the memory one."""
+
+    def __init__(self, paths: list[Path], top: Path | None = None) -> None:
+        self.paths = paths  # per rank
+        self.top = top  # v1: the evaluation's own folder in the freezer hierarchy
+
+    @classmethod
+    def create(cls, name: str, ranks: int, memory: EvaluationCgroup | None) -> CandidateFreezers:
+        """Raises CgroupError where this host gives no freezer to make."""
+        try:
+            if memory is not None and memory.version == 2:
+                return cls._made([memory.path / f"rank-{rank}" for rank in range(ranks)])
+            path = _own_groups().get("freezer")
+            if path is not None and (ROOT / "freezer").is_dir():
+                top = ROOT / "freezer" / path.lstrip("/") / name
+                top.mkdir()
+                return cls._made([top / f"rank-{rank}" for rank in range(ranks)], top)
+        except OSError as exc:
+            raise CgroupError(f"no freezer: {exc}") from exc
+        raise CgroupError("no freezer: no cgroup v2 memory cgroup, no v1 freezer hierarchy")
+
+    @classmethod
+    def _made(cls, paths: list[Path], top: Path | None = None) -> CandidateFreezers:
+        for path in paths:
+            path.mkdir()
+        return cls(paths, top)
+
+    def add(self, rank: int, pids: list[int]) -> None:
+        """Processes of rank `rank` moved in: what they start from then on starts inside."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # one that ended meanwhile
+                (self.paths[rank] / "cgroup.procs").write_text(str(pid))
+
+    def thaw_all(self) -> None:
+        """Every rank thawed. On cgroup v1 a frozen process does not die of SIGKILL until
+        thawed: every kill of the candidate's processes comes after this."""
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                set_frozen(path, False, timeout_s=0.0)
+
+    def close(self) -> None:
+        self.thaw_all()
+        for path in [*self.paths, *([self.top] if self.top else [])]:
+            _remove(path)
+
+
+def set_frozen(path: Path, frozen: bool, *, timeout_s: float) -> bool:
+    """Freeze or thaw the cgroup at `path`, then wait at most `timeout_s` until the kernel
+    says it is done; whether it is. A process inside some system calls freezes only as it
+    leaves them."""
+    v1 = (path / "freezer.state").exists()
+    state = "FROZEN" if frozen else "THAWED"
+    if v1:
+        (path / "freezer.state").write_text(state)
+    else:
+        (path / "cgroup.freeze").write_text("1" if frozen else "0")
+    end = time.monotonic() + timeout_s
+    while True:
+        if v1:
+            done = (path / "freezer.state").read_text().strip() == state
+        else:
+            done = f"frozen {int(frozen)}" in (path / "cgroup.events").read_text().splitlines()
+        if done or time.monotonic() >= end:
+            return done
+        time.sleep(0.0002)
+
+
+def _remove(path: Path) -> None:
+    """rmdir once the kernel has let the cgroup's last process (and its charge) go."""
+    end = time.monotonic() + CLOSE_TIMEOUT_S
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if time.monotonic() > end:
+                log.warning("cgroup %s not removed: %s", path, exc)
                 return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if time.monotonic() > end:
-                    log.warning("cgroup %s not removed: %s", self.path, exc)
-                    return
-                time.sleep(0.05)
+            time.sleep(0.05)
 
 
 def join(procs: str) -> None:

@@ -106,12 +106,12 @@ def evaluate_bundle(
     cleanup.become_subreaper()
     litter_before, began_at = cleanup.litter_entries(), time.time()
     group = memory_cgroup(scratch.name, settings.evaluation_memory_bytes)
+    freezers = candidate_freezers(scratch.name, profile.world_size, group)
     try:
         jail, executable = start_sandbox(scratch / "sandbox", settings, group)
     except sandbox.SandboxError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
-        if group is not None:
-            group.close()
+        close_cgroups(freezers, group)
         raise EvaluatorError(f"bundle code cannot be confined: {exc}") from exc
     environment["memory_cap_mb"] = (
         settings.evaluation_memory_bytes >> 20
@@ -119,6 +119,7 @@ def evaluate_bundle(
         else None
     )
     environment["network_isolated"] = jail is not None
+    environment["candidate_frozen"] = freezers is not None
     environment["sandbox"] = (
         "bubblewrap" if isinstance(jail, bubblewrap.Sandbox) else "namespaces" if jail else None
     )
@@ -141,6 +142,7 @@ def evaluate_bundle(
         identity=identity,
         strays=jail.kill_strays if isinstance(jail, bubblewrap.Sandbox) else None,
         reference_box=twin,
+        freezers=freezers,
     )
     try:
         bundle.write_to(scratch / "bundle")
@@ -203,8 +205,7 @@ def evaluate_bundle(
         if jail is not None:
             jail.close()
             pools.sweep_orphans()  # what the sandbox held comes back to us as it dies
-        if group is not None:
-            group.close()
+        close_cgroups(freezers, group)
         cleanup.remove_litter(litter_before, since=began_at, identity=identity)
         if settings.keep_scratch:
             log.info("kept scratch directory %s", scratch)
@@ -320,6 +321,32 @@ def memory_cgroup(name: str, limit_bytes: int) -> cgroups.EvaluationCgroup | Non
     except cgroups.CgroupError as exc:
         log.warning("NO MEMORY CAP for this evaluation's bundle code: %s", exc)
         return None
+
+
+def candidate_freezers(
+    name: str, ranks: int, memory: cgroups.EvaluationCgroup | None
+) -> cgroups.CandidateFreezers | None:
+    """A cgroup per candidate rank to freeze while the reference is timed, or None where
+    the host gives none (the process group's stop then holds what stays in it)."""
+    try:
+        return cgroups.CandidateFreezers.create(name, ranks, memory)
+    except cgroups.CgroupError as exc:
+        log.warning(
+            "NO FREEZER for the candidate's processes: one that leaves its process group "
+            "runs on while the reference is timed (%s)",
+            exc,
+        )
+        return None
+
+
+def close_cgroups(
+    freezers: cgroups.CandidateFreezers | None, memory: cgroups.EvaluationCgroup | None
+) -> None:
+    # The freezers first: on cgroup v2 they are the memory cgroup's children.
+    if freezers is not None:
+        freezers.close()
+    if memory is not None:
+        memory.close()
 
 
 def start_sandbox(

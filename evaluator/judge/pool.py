@@ -22,9 +22,10 @@ from typing import Any
 
 from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
-from evaluator.host import cleanup, rlimits, sandbox
+from evaluator.host import cgroups, cleanup, rlimits, sandbox
 from evaluator.host.reference_box import ReferenceBox
 from evaluator.judge.processes import (
+    live_members,
     read_log,
     signal_group,
     signal_pid,
@@ -108,17 +109,21 @@ class RankPools:
         identity: sandbox.Identity | None = None,
         strays: Callable[[set[int]], list[int]] | None = None,
         reference_box: ReferenceBox | None = None,
+        freezers: cgroups.CandidateFreezers | None = None,
     ) -> None:
         """`executable` starts candidate processes (the sandbox launcher); `protected`
         are children of ours that the orphan sweep must spare (the jail's holder); `identity`
         is the user candidates run as (the launcher switches to it), owner of their logs;
-        `reference_box` starts the reference's runners as the candidates start."""
+        `reference_box` starts the reference's runners as the candidates start;
+        `freezers` take each candidate rank's processes as it starts, for its judge to
+        freeze while the reference is timed."""
         self.world_size = world_size
         self.candidate_env = dict(candidate_env or {})
         self.limits = limits
         self.executable = executable
         self.protected = set(protected)
         self.reference_box = reference_box
+        self.freezers = freezers
         if reference_box is not None:
             self.protected.add(reference_box.holder)
         # Kills what is left in the candidate's sandbox but the given ranks (bubblewrap's
@@ -191,6 +196,7 @@ class RankPools:
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
+        self._into_freezers()
         self._tell_judges()
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
@@ -268,14 +274,31 @@ class RankPools:
             raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
 
+    def _into_freezers(self) -> None:
+        """Each candidate rank's processes into its rank's cgroup, before any bundle code
+        runs there (it is loaded later, by command): whatever they start stays inside."""
+        if self.freezers is None:
+            return
+        for rank in range(self.world_size):
+            group = self.candidate.rank_pid(rank)
+            self.freezers.add(rank, live_members([group]) or [group])
+
+    def _thaw(self) -> None:
+        # Before any kill: a process frozen on cgroup v1 does not die until thawed.
+        if self.freezers is not None:
+            self.freezers.thaw_all()
+
     def _tell_judges(self) -> None:
-        """Each judge learns its runners' process groups, as the host sees them: it stops
-        each while the other's rounds run (judge/rank.py)."""
+        """Each judge learns its runners' process groups, as the host sees them, and the
+        candidate ranks' cgroups: it stops each runner while the other's rounds run, and
+        freezes its candidate's rank with it (judge/rank.py)."""
         self.step += 1
-        groups = {
+        groups: dict[str, Any] = {
             f"{pool.kind}s": [pool.rank_pid(rank) for rank in range(self.world_size)]
             for pool in (self.reference, self.candidate)
         }
+        if self.freezers is not None:
+            groups["freezers"] = [str(path) for path in self.freezers.paths]
         try:
             self.judge.send("runners", self.step, groups)
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
@@ -325,6 +348,7 @@ class RankPools:
 
     def candidate_failed(self) -> None:
         """Kill the candidate ranks at once; keep the judges only if they come to rest."""
+        self._thaw()
         self.candidate.kill()
         self.sweep_orphans()
         if not self.judge.procs:
@@ -341,6 +365,7 @@ class RankPools:
             self.kill()
 
     def kill(self) -> None:
+        self._thaw()
         for pool in self.all:
             pool.kill()
         self.sweep_orphans()
@@ -348,6 +373,7 @@ class RankPools:
     def kill_processes(self) -> None:
         """SIGKILL every rank and what it started, from any thread: it only signals, and
         leaves the pipes and records to the evaluating thread's `kill` or `stop`."""
+        self._thaw()
         for pool in self.all:
             groups = list(pool.groups)
             for group in groups:
@@ -358,6 +384,7 @@ class RankPools:
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
+        self._thaw()
         for pool in self.all:
             pool.ask_to_stop()
         deadline = time.monotonic() + grace_s

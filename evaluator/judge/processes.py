@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evaluator.host import cleanup
+from evaluator.host import cgroups, cleanup
 
 KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
@@ -46,26 +47,43 @@ def signal_group(group: int) -> None:
 
 
 @contextlib.contextmanager
-def stopped(group: int | None) -> Iterator[None]:
+def stopped(group: int | None, freezer: str | None = None) -> Iterator[None]:
     """Process group `group` stopped (SIGSTOP, which no process can catch or ignore) for
-    the duration, then continued. A judge stops each of its runners' groups while the
-    other runner's rounds run (judge/rank.py): a process bundle code forked to steal CPU
-    from the reference while it is timed stops with the candidate's runner, and both
-    runners meet their own rounds the same way, just continued. A process that left the
-    group (setpgid, setsid) is not stopped; the subreaper kills it at the end of the
-    evaluation (docs/security.md)."""
+    the duration, then continued; with `freezer`, the cgroup holding every process of the
+    runner's rank frozen too (host/cgroups.py, `CandidateFreezers`). A judge stops each
+    of its runners' groups while the other runner's rounds run (judge/rank.py): a process
+    bundle code forked to steal CPU from the reference while it is timed stops with the
+    candidate's runner, one that left the group (setpgid, setsid) freezes with its rank,
+    and both runners meet their own rounds the same way, just continued. Where the host
+    gives no freezer such a leaver runs on until the evaluation's end, when the subreaper
+    kills it (docs/security.md)."""
     if not group:
         yield
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGSTOP)
         settle(group)
+    if freezer:  # after the stop: a frozen thread would never show stopped
+        _freeze(freezer, True)
     try:
         yield
     finally:
+        if freezer:
+            _freeze(freezer, False)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGCONT)
             settle(group, want_stopped=False)
+
+
+def _freeze(freezer: str, frozen: bool) -> None:
+    """Freeze or thaw; a judge goes on either way (the process group's stop still holds),
+    and says so in its log."""
+    what = "frozen" if frozen else "thawed"
+    try:
+        if not cgroups.set_frozen(Path(freezer), frozen, timeout_s=STOP_SETTLE_S):
+            print(f"pkb judge: {freezer} not {what} in time", file=sys.stderr)
+    except OSError as exc:
+        print(f"pkb judge: {freezer} not {what}: {exc}", file=sys.stderr)
 
 
 def settle(leader: int, *, want_stopped: bool = True, timeout_s: float = STOP_SETTLE_S) -> bool:

@@ -110,6 +110,8 @@ class _Judge:
         # The runners' process groups (host pids), each stopped while the other's side runs.
         self.reference_group: int | None = None
         self.candidate_group: int | None = None
+        # The cgroup of every process of the candidate's rank, frozen with its group.
+        self.candidate_freezer: str | None = None
 
     def handle(self, op: str, payload: Any) -> dict[str, Any]:
         try:
@@ -122,6 +124,8 @@ class _Judge:
                 # The runners' process groups: each stopped while the other's side runs.
                 self.reference_group = int(payload["references"][self.setup.rank])
                 self.candidate_group = int(payload["candidates"][self.setup.rank])
+                freezers = payload.get("freezers") or [None] * self.setup.world_size
+                self.candidate_freezer = freezers[self.setup.rank]
                 return {"ok": True}
             if op == "rewire":
                 # A restarted candidate pool: its pipe's end comes over our socket.
@@ -218,11 +222,12 @@ class _Judge:
     def reference_side(self) -> contextlib.AbstractContextManager[None]:
         """The candidate's processes stand still while the reference's runner works (its
         rounds of a pair, or its tare): a process bundle code forked cannot steal the
-        reference's CPU while the judge times it. One stop for the whole side, confirmed
+        reference's CPU while the judge times it, in the runner's group or out of it (the
+        rank's cgroup freezes too, where the host gives one). One stop for the side, confirmed
         before its first round (`processes.stopped`): a stop wakes each thread of the
         stopped process to stop itself, on the runners' shared core, and a stop per round
         put those wake-ups inside the reference's timed rounds."""
-        return self.side(stopping=self.candidate_group)
+        return self.side(stopping=self.candidate_group, freezer=self.candidate_freezer)
 
     def candidate_side(self) -> contextlib.AbstractContextManager[None]:
         """The reference's runner stands still while the candidate's works, as the
@@ -234,14 +239,14 @@ class _Judge:
         return self.side(stopping=self.reference_group)
 
     @contextlib.contextmanager
-    def side(self, *, stopping: int | None) -> Iterator[None]:
+    def side(self, *, stopping: int | None, freezer: str | None = None) -> Iterator[None]:
         """One side of a pair with the other runner's group (`stopping`) stopped, continued
         only once every judge's side has ended: each judge stops its own rank's runner, and
         a judge that continued its candidate as soon as its own reference's rounds ended
         would let that candidate's processes run, on the same host and perhaps on the same
         cores, while a slower rank's reference is still timed. A side that raised does not
         wait (its pair has failed; the pool puts the judges to rest or restarts them)."""
-        with stopped(stopping):
+        with stopped(stopping, freezer):
             yield
             self.clock.meet()
 

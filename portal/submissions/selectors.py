@@ -133,6 +133,7 @@ _FACT_LABELS = {
     "hostname": "Host",
     "compile_s": "Compile pass",
     "network_isolated": "Bundle code's network",
+    "candidate_frozen": "Candidate while the reference is timed",
 }
 _SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
 FACT_CAP_CHARS = 500
@@ -164,6 +165,10 @@ def _fact_value(key: str, value: Any) -> str:
         return _bandwidth(value)
     if key == "network_isolated" and isinstance(value, bool):
         return "none (a network namespace of its own)" if value else "the host's (not isolated)"
+    if key == "candidate_frozen" and isinstance(value, bool):
+        if value:
+            return "stopped, every process of its rank frozen (a cgroup of the rank's)"
+        return "its process group stopped (no freezer on this host)"
     if key == "compile_s" and isinstance(value, int | float):
         return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
     return _text(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluator.host import bubblewrap, proctree
+from evaluator.host import bubblewrap, cgroups, proctree
 from evaluator.host.settings import load_settings
 from evaluator.judge.processes import pid_running
 
@@ -39,6 +40,24 @@ def sandboxed() -> bool:
     """Whether bundle code runs in bubblewrap's sandbox here, so that the pids it notes are
     its pid namespace's, not the host's (evaluator/host/bubblewrap.py)."""
     return load_settings({}).sandbox == "bubblewrap" and bubblewrap.bwrap_binary() is not None
+
+
+def freezes_here() -> bool:
+    """Whether an evaluation here gets a freezer cgroup per candidate rank
+    (host/cgroups.py, `CandidateFreezers`): root, and cgroup v1's freezer or v2's memory
+    controller."""
+    name = f"pkb-test-probe-{os.getpid()}"
+    memory = None
+    with contextlib.suppress(cgroups.CgroupError):
+        memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
+    try:
+        cgroups.CandidateFreezers.create(name, 1, memory).close()
+        return True
+    except cgroups.CgroupError:
+        return False
+    finally:
+        if memory is not None:
+            memory.close()
 
 
 def noted_pid_running(pid: int, namespace: str | None = None) -> bool:

@@ -4,11 +4,16 @@ a folder, where the worker must first move itself into a leaf."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from evaluator.host import cgroups
+from tests.evaluator.scratch import freezes_here
 
 
 def test_a_v2_cgroup_moves_the_worker_to_a_leaf_and_caps_the_evaluation(tmp_path, monkeypatch):
@@ -40,3 +45,66 @@ def test_the_hosts_memory_is_read_from_meminfo(tmp_path):
     meminfo.write_text("MemTotal:       24684136 kB\nMemFree:        1 kB\n")
     assert cgroups.host_memory_mb(str(meminfo)) == 24105
     assert cgroups.host_memory_mb(str(tmp_path / "absent")) == 0
+
+
+def test_on_cgroup_v2_each_rank_freezes_in_a_child_of_the_evaluations_cgroup(tmp_path):
+    memory = cgroups.EvaluationCgroup(tmp_path / "pkb-eval-3", 2)
+    memory.path.mkdir()
+    freezers = cgroups.CandidateFreezers.create("pkb-eval-3", 2, memory)
+    assert freezers.paths == [memory.path / "rank-0", memory.path / "rank-1"]
+    rank = freezers.paths[1]
+    (rank / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    # Asked, not yet done: the kernel says so in cgroup.events.
+    assert not cgroups.set_frozen(rank, True, timeout_s=0.01)
+    assert (rank / "cgroup.freeze").read_text() == "1"
+    (rank / "cgroup.events").write_text("populated 1\nfrozen 1\n")
+    assert cgroups.set_frozen(rank, True, timeout_s=0.01)
+
+
+SPINS = """
+import sys, time
+with open(sys.argv[1], "ab", buffering=0) as f:
+    while True:
+        f.write(b".")
+        time.sleep(0.005)
+"""
+
+
+def _grows(path, within_s: float = 5.0) -> bool:
+    size, end = path.stat().st_size if path.exists() else 0, time.monotonic() + within_s
+    while time.monotonic() < end:
+        if path.exists() and path.stat().st_size > size:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_closed(tmp_path):
+    """On this machine's own hierarchy (v1's freezer, or v2 under a memory cgroup)."""
+    if not freezes_here():
+        pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
+    memory = None
+    with contextlib.suppress(cgroups.CgroupError):
+        memory = cgroups.EvaluationCgroup.create(f"pkb-test-{os.getpid()}", 1 << 30)
+    freezers = cgroups.CandidateFreezers.create(f"pkb-test-{os.getpid()}", 1, memory)
+    marks = tmp_path / "marks"
+    spinner = subprocess.Popen([sys.executable, "-c", SPINS, str(marks)], start_new_session=True)
+    try:
+        freezers.add(0, [spinner.pid])
+        assert _grows(marks)
+        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        assert not _grows(marks, within_s=0.3)
+        freezers.thaw_all()
+        assert _grows(marks)
+        # Killed while frozen: closing thaws it first, so it dies and the cgroups go.
+        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        spinner.kill()
+        freezers.close()
+        assert spinner.wait(timeout=5) != 0
+        assert not [path for path in freezers.paths if path.exists()]
+    finally:
+        spinner.kill()
+        spinner.wait()
+        freezers.close()
+        if memory is not None:
+            memory.close()

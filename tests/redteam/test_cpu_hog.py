@@ -1,9 +1,11 @@
 """Processes bundle code forks to steal the CPU while the reference is timed (gloo, world
 size 2, on the test machine's cores). Each judge stops its candidate runner's process
-group while the reference's rounds run (judge/processes.py, `stopped`), and no judge
-continues it before every rank's side has ended (judge/rank.py, `side`): a hog that spins
-only while its candidate is idle (that is, while the reference is being timed) stands
-still exactly then, on every rank.
+group while the reference's rounds run and freezes the cgroup of every process of the
+candidate's rank (judge/processes.py, `stopped`; host/cgroups.py, `CandidateFreezers`),
+and no judge continues it before every rank's side has ended (judge/rank.py, `side`): a
+hog that spins only while its candidate is idle (that is, while the reference is being
+timed) stands still exactly then, on every rank, in the runner's process group or in a
+session of its own.
 
 The test looks at that directly, not at speedups: the hogs note when they spin, the
 reference notes each call's start and end, and no note of a hog may fall inside a call.
@@ -20,12 +22,13 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from evaluator.contract import ProblemStatus
 from problems.collective import all_reduce
 from tests.evaluator.judging import judge_files, small_settings
-from tests.evaluator.scratch import reachable_folder
+from tests.evaluator.scratch import freezes_here, reachable_folder
 from tests.redteam import attacks
 
 HOGS = 2  # per rank: with two ranks, more than the machine's two cores
@@ -58,6 +61,8 @@ def _hog(path):
 for _ in range({hogs}):
     if os.fork() == 0:
         try:
+            if {leave}:
+                os.setsid()  # out of the runner's process group: no SIGSTOP reaches it
             _hog(os.path.join({notes!r}, f"spins.{{os.getpid()}}"))
         finally:
             os._exit(0)
@@ -100,7 +105,10 @@ def _calls(windows: Path, ranks: int) -> list[tuple[float, float]]:
     return found
 
 
-def test_no_hog_of_any_candidate_spins_while_any_rank_times_the_reference(tmp_path):
+@pytest.mark.parametrize("leave", [False, True], ids=["in-the-group", "own-session"])
+def test_no_hog_of_any_candidate_spins_while_any_rank_times_the_reference(tmp_path, leave):
+    if leave and not freezes_here():
+        pytest.skip("this host gives no freezer: a hog out of the group runs (docs/security.md)")
     windows = tmp_path / "calls"
     reference = functools.partial(lagging_reference, path=str(windows))
     problem = dataclasses.replace(attacks.problem("rt-hogging"), reference=reference)
@@ -115,7 +123,7 @@ def test_no_hog_of_any_candidate_spins_while_any_rank_times_the_reference(tmp_pa
             problem_timeout_s=60,
             sandbox_shared=(notes,),
         )
-        source = HOGGING.format(notes=str(notes), hogs=HOGS)
+        source = HOGGING.format(notes=str(notes), hogs=HOGS, leave=leave)
         result = judge_files({"rt-hogging.py": source}, catalog, settings, "hog")["rt-hogging"]
         spins = sorted(t for path in notes.glob("spins.*") for t in _floats(path))
     assert result.status == ProblemStatus.PASSED, result.message

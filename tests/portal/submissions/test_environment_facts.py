@@ -48,3 +48,13 @@ def test_it_says_whether_bundle_code_had_a_network():
     assert environment_facts({"network_isolated": False}) == [
         Fact(label, "the host's (not isolated)")
     ]
+
+
+def test_it_says_how_the_candidate_stood_still_while_the_reference_was_timed():
+    label = "Candidate while the reference is timed"
+    assert environment_facts({"candidate_frozen": True}) == [
+        Fact(label, "stopped, every process of its rank frozen (a cgroup of the rank's)")
+    ]
+    assert environment_facts({"candidate_frozen": False}) == [
+        Fact(label, "its process group stopped (no freezer on this host)")
+    ]
