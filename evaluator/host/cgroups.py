@@ -149,7 +149,7 @@ class CandidateFreezers:
     is a wall bundle code cannot leave (its user cannot write the cgroup files, and
     bubblewrap's sandbox does not show them). A cgroup per rank, not one for all: each
     judge freezes its own rank's once every judge's earlier side has ended
-    (judge/rank.py, `side`), so none freezes a rank whose candidate is still timed.
+    (judge/turns.py), so none freezes a rank whose candidate is still timed.
 
     cgroup v2: children of the evaluation's memory cgroup (`cgroup.freeze`; a cgroup
     without controllers for its children may hold processes beside them). cgroup v1: the

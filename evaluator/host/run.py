@@ -38,8 +38,8 @@ from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import BundleError, read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
-from evaluator.judge.pool import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from evaluator.judge.profiling import ProfileCaseError, within_budget
+from evaluator.judge.stopping import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from problems.registry import all_problems
 from problems.spec import Problem
 

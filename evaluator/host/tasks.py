@@ -34,7 +34,7 @@ from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import get_profile
 from evaluator.host.run import evaluation_id_of, run_evaluation
 from evaluator.host.settings import Settings, load_settings, redis_url
-from evaluator.judge.evaluate import check_sandbox
+from evaluator.judge.confinement import check_sandbox
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,8 @@ this process: judges get derived trial seeds only, runners none (docs/architectu
 
 from __future__ import annotations
 
-import glob
 import logging
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -24,24 +20,29 @@ from typing import Any
 import torch
 
 from evaluator.contract import Artifact, Mode, ProblemResult
-from evaluator.host import bubblewrap, cgroups, cleanup, reference_box, sandbox
+from evaluator.host import bubblewrap, cleanup, reference_box, sandbox
 from evaluator.host.environment import environment_fingerprint
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import Bundle
 from evaluator.intake.compile import import_solutions
 from evaluator.judge import profiling
+from evaluator.judge.confinement import (
+    CANDIDATE_FOLDERS,
+    candidate_environment,
+    candidate_freezers,
+    close_cgroups,
+    memory_cgroup,
+    start_sandbox,
+)
 from evaluator.judge.modes import ProfileRun, problem_run
 from evaluator.judge.pool import EvaluatorError, RankPools
 from evaluator.judge.problem_run import ProblemRun
 from evaluator.judge.rank_pool import PoolTimeout, RankDied
-from evaluator.rank_process import NO_MULTICAST
-from evaluator.runtime import EXTENSION_CACHE_ENV
 from problems.registry import all_problems
 from problems.spec import Problem
 
 log = logging.getLogger(__name__)
-CUDA_CHECK_TIMEOUT_S = 180  # a first CUDA context, and torch's import
 
 # The host's peer bandwidth (GB/s) by (profile, world size), measured once per process.
 PEER_BANDWIDTH: dict[tuple[str, int], dict[str, float]] = {}
@@ -221,168 +222,6 @@ def _plan_profiles(
     for run in runs:
         if isinstance(run, ProfileRun):
             run.case_name, run.trace_cap = case, cap
-
-
-# The folders of the scratch directory that bundle code may write (handed over to the
-# candidate user); everything else there (logs, the launcher, judges' files) is root's.
-CANDIDATE_FOLDERS = ("bundle", "home", "tmp", "extensions", "triton")
-
-
-def candidate_environment(scratch: Path) -> dict[str, str]:
-    """Variables of every process that runs bundle code, compile pass included.
-
-    Build caches live in the evaluation's scratch directory: one team's bundle must never
-    find a build planted by another's (a shared cache would let it).
-    """
-    for name in CANDIDATE_FOLDERS[1:]:
-        (scratch / name).mkdir(exist_ok=True, mode=0o700)
-    return {
-        EXTENSION_CACHE_ENV: str(scratch / "extensions"),
-        "TRITON_CACHE_DIR": str(scratch / "triton"),
-        "HOME": str(scratch / "home"),
-        "TMPDIR": str(scratch / "tmp"),
-        # The sandbox's network is a loopback alone, and its host name resolves nowhere:
-        # gloo would say so in every rank's log (and take that as its cue to use lo).
-        "GLOO_SOCKET_IFNAME": "lo",
-        **NO_MULTICAST,
-    }
-
-
-def check_sandbox(settings: Settings) -> bool:
-    """At worker start-up: say loudly whether bundle code will have network access, and
-    raise SandboxError where it could not run as the candidate user."""
-    sandbox.not_dumpable()
-    check_identity(settings)
-    if not settings.isolate_network:
-        log.warning("PKB_ISOLATE_NETWORK=false: CANDIDATES HAVE NETWORK ACCESS")
-        return False
-    with tempfile.TemporaryDirectory(prefix="pkb-sandbox-check-") as folder:
-        os.chmod(folder, 0o711)  # the sandbox's holder runs as the candidate user
-        jail, _ = start_sandbox(Path(folder) / "sandbox", settings)
-        if jail is None:
-            return False
-        try:
-            if isinstance(jail, bubblewrap.Sandbox) and glob.glob("/dev/nvidia[0-9]*"):
-                check_cuda_inside(jail)
-        finally:
-            jail.close()
-    if isinstance(jail, bubblewrap.Sandbox):
-        log.info("bundle code runs in a bubblewrap sandbox (evaluator/host/bubblewrap.py)")
-    else:
-        log.info("bundle code runs in a network namespace of its own (loopback only)")
-    return True
-
-
-def check_cuda_inside(box: bubblewrap.Sandbox) -> None:
-    """A GPU host's sandbox must give bundle code its GPUs: a worker whose candidates would
-    all fail stops at start instead, saying what to do."""
-    code = "import torch; torch.zeros(1, device='cuda').sum().item(); print('cuda ok')"
-    try:
-        box.run_inside(code, expect="cuda ok", timeout_s=CUDA_CHECK_TIMEOUT_S)
-    except RuntimeError as exc:
-        raise sandbox.SandboxError(
-            f"CUDA does not work in the bubblewrap sandbox ({exc}); set PKB_SANDBOX=namespaces "
-            "to run bundle code in the network jail alone (docs/security.md)"
-        ) from exc
-    log.info("CUDA works in the bubblewrap sandbox")
-
-
-def check_identity(settings: Settings) -> None:
-    """Bundle code, as the candidate user, can reach the scratch folder and import the
-    harness (interpreter, packages and repository readable); else SandboxError."""
-    identity = settings.candidate_user
-    if identity is None:
-        log.info(
-            "bundle code runs as the worker's user (uid %d): the worker is not root", os.geteuid()
-        )
-        return
-    settings.scratch_dir.mkdir(parents=True, exist_ok=True)
-    sandbox.check_reachable(settings.scratch_dir, identity)
-    with tempfile.TemporaryDirectory(prefix="pkb-identity-check-") as folder:
-        executable = sandbox.plain_launcher(Path(folder), identity)
-        assert executable is not None  # plain_launcher raises instead, with an identity
-        code = f"import sys; sys.path[:0] = {sys.path!r}; import evaluator.candidate.runner"
-        done = subprocess.run(
-            [executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-        )
-    if done.returncode != 0:
-        raise sandbox.SandboxError(
-            f"bundle code cannot import the harness as {identity.name}: {done.stderr[-800:]}"
-        )
-    log.info("bundle code runs as %s (uid %d, gid %d)", identity.name, identity.uid, identity.gid)
-
-
-def memory_cgroup(name: str, limit_bytes: int) -> cgroups.EvaluationCgroup | None:
-    """The evaluation's memory cap, or None (no cap asked, or none this host can make)."""
-    if not limit_bytes:
-        return None
-    try:
-        return cgroups.EvaluationCgroup.create(name, limit_bytes)
-    except cgroups.CgroupError as exc:
-        log.warning("NO MEMORY CAP for this evaluation's bundle code: %s", exc)
-        return None
-
-
-def candidate_freezers(
-    name: str, ranks: int, memory: cgroups.EvaluationCgroup | None
-) -> cgroups.CandidateFreezers | None:
-    """A cgroup per candidate rank to freeze while the reference is timed, or None where
-    the host gives none (the process group's stop then holds what stays in it)."""
-    try:
-        return cgroups.CandidateFreezers.create(name, ranks, memory)
-    except cgroups.CgroupError as exc:
-        log.warning(
-            "NO FREEZER for the candidate's processes: one that leaves its process group "
-            "runs on while the reference is timed (%s)",
-            exc,
-        )
-        return None
-
-
-def close_cgroups(
-    freezers: cgroups.CandidateFreezers | None, memory: cgroups.EvaluationCgroup | None
-) -> None:
-    # The freezers first: on cgroup v2 they are the memory cgroup's children.
-    if freezers is not None:
-        freezers.close()
-    if memory is not None:
-        memory.close()
-
-
-def start_sandbox(
-    folder: Path, settings: Settings, group: cgroups.EvaluationCgroup | None = None
-) -> tuple[bubblewrap.Sandbox | sandbox.NetworkJail | None, str | None]:
-    """The candidate's sandbox (bubblewrap's, else the network jail; None where the host
-    refuses both) and the launcher of bundle code. `folder` is in the evaluation's scratch
-    folder, which the sandbox shows its processes; processes launched into a bubblewrap
-    sandbox are charged to `group`.
-
-    Raises SandboxError where bundle code cannot be switched to the candidate user."""
-    identity = settings.candidate_user
-    if settings.isolate_network and settings.sandbox == "bubblewrap":
-        ids = sandbox.candidate_ids(identity)
-        try:
-            procs = str(group.procs) if group is not None else "-"
-            box = bubblewrap.Sandbox.start(
-                folder, folder.parent, *ids, cgroup=procs, shared=settings.sandbox_shared
-            )
-        except (OSError, RuntimeError) as exc:
-            log.error(
-                "NO BUBBLEWRAP SANDBOX (%s): bundle code gets the network jail alone, with "
-                "the host's files, sockets and processes in its reach",
-                exc,
-            )
-        else:
-            return box, box.executable
-    jail = sandbox.NetworkJail.start(folder, identity) if settings.isolate_network else None
-    if jail is not None:
-        return jail, jail.executable
-    if settings.isolate_network:
-        log.warning(
-            "CANDIDATES HAVE NETWORK ACCESS: this host allows no user and network namespace "
-            "(set PKB_ISOLATE_NETWORK=false to acknowledge)"
-        )
-    return None, sandbox.plain_launcher(folder, identity)
 
 
 def peer_bandwidth(

@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import threading
 import time
-import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
@@ -24,6 +22,7 @@ from evaluator.candidate.runner import candidate_main, reference_main
 from evaluator.contract import cap_log
 from evaluator.host import cgroups, cleanup, rlimits, sandbox
 from evaluator.host.reference_box import ReferenceBox
+from evaluator.judge import stopping
 from evaluator.judge.processes import (
     live_members,
     read_log,
@@ -41,42 +40,6 @@ POOL_START_TIMEOUT_S = 180.0
 # Judges only finish the reference of the command they were on; they need no deadline of
 # the candidate's size to come to rest.
 SETTLE_S = 60.0
-
-
-class EvaluationStopped(Exception):
-    """The portal called the attempt off (cancelled, or superseded by a requeue): the
-    evaluation ends without a result, since none would be recorded."""
-
-
-# Stopping is asked from another thread (the one watching the portal's stop signal) while
-# the evaluating thread waits on its ranks: that thread only kills the ranks' processes;
-# the evaluating thread sees them die, learns why here, and cleans up as after any failure.
-_stop_reason: list[str] = []
-_stop_lock = threading.Lock()
-_live_pools: weakref.WeakSet[RankPools] = weakref.WeakSet()
-
-
-def request_stop(reason: str) -> None:
-    """Stop this process's evaluation: kill every rank now, refuse to start new ones."""
-    with _stop_lock:
-        if not _stop_reason:
-            _stop_reason.append(reason)
-        pools = list(_live_pools)
-    for pools_of_bundle in pools:
-        pools_of_bundle.kill_processes()
-
-
-def clear_stop() -> None:
-    """A new evaluation begins: a stop asked of the last one does not apply."""
-    with _stop_lock:
-        _stop_reason.clear()
-
-
-def raise_if_stopped() -> None:
-    with _stop_lock:
-        reason = _stop_reason[0] if _stop_reason else ""
-    if reason:
-        raise EvaluationStopped(reason)
 
 
 class EvaluatorError(RuntimeError):
@@ -146,7 +109,7 @@ class RankPools:
         self.candidate = RankPool("candidate", world_size)
         self.generation = 0
         self.step = 0
-        _live_pools.add(self)
+        stopping.register(self)
 
     @property
     def all(self) -> tuple[RankPool, RankPool, RankPool]:
@@ -156,7 +119,7 @@ class RankPools:
         return self.logs / f"candidate-{rank}.log"
 
     def ensure_started(self) -> None:
-        raise_if_stopped()
+        stopping.raise_if_stopped()
         if not self.judge.procs:
             self.kill()
             self._start(trusted=True)
@@ -192,7 +155,7 @@ class RankPools:
             replies = gather(pools, 0, POOL_START_TIMEOUT_S)
         except (RankDied, PoolTimeout) as exc:
             self.kill()
-            raise_if_stopped()
+            stopping.raise_if_stopped()
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
@@ -271,7 +234,7 @@ class RankPools:
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
         except (OSError, RankDied, PoolTimeout) as exc:
             self.kill()
-            raise_if_stopped()
+            stopping.raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
 
     def _into_freezers(self) -> None:
@@ -291,7 +254,7 @@ class RankPools:
     def _tell_judges(self) -> None:
         """Each judge learns its runners' process groups, as the host sees them, and the
         candidate ranks' cgroups: it stops each runner while the other's rounds run, and
-        freezes its candidate's rank with it (judge/rank.py)."""
+        freezes its candidate's rank with it (judge/turns.py)."""
         self.step += 1
         groups: dict[str, Any] = {
             f"{pool.kind}s": [pool.rank_pid(rank) for rank in range(self.world_size)]
@@ -304,7 +267,7 @@ class RankPools:
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
         except (OSError, RankDied, PoolTimeout) as exc:
             self.kill()
-            raise_if_stopped()
+            stopping.raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the candidates: {exc}") from exc
 
     def command(
@@ -320,7 +283,7 @@ class RankPools:
         An error from any rank ends the wait at once: its peers are likely stuck inside a
         collective, so waiting for the deadline would only waste it.
         """
-        raise_if_stopped()
+        stopping.raise_if_stopped()
         self.step += 1
         pools = [pool for pool in self.all if pool.kind in orders]
         try:
@@ -329,7 +292,7 @@ class RankPools:
             others = [pool for pool in self.all if pool.kind not in orders]
             return gather(pools, self.step, timeout_s, decisive=_is_error, watched=others)
         except (RankDied, PoolTimeout):
-            raise_if_stopped()  # ranks killed by a stop are not the bundle's failure
+            stopping.raise_if_stopped()  # ranks killed by a stop are not the bundle's failure
             raise
 
     def sweep_orphans(self) -> list[int]:

@@ -35,7 +35,6 @@ from evaluator.candidate import arena
 from evaluator.judge import replies
 from evaluator.judge.compare import compare
 from evaluator.judge.link import Clock, RunnerGone, RunnerLink
-from evaluator.judge.processes import stopped
 from evaluator.judge.profiling import profiled_pair
 from evaluator.judge.replies import ReplyError
 from evaluator.judge.rounds import (
@@ -48,6 +47,7 @@ from evaluator.judge.rounds import (
     rooms_after,
     span,
 )
+from evaluator.judge.turns import Turns
 from evaluator.rank_process import RankSetup, describe, reply
 from problems.spec import Case, InputContext, Problem
 
@@ -107,11 +107,7 @@ class _Judge:
         self.clock = Clock(device)
         self.problem: Problem | None = None
         self.largest_output: dict[str, int] = {}  # per case name, bytes of one call
-        # The runners' process groups (host pids), each stopped while the other's side runs.
-        self.reference_group: int | None = None
-        self.candidate_group: int | None = None
-        # The cgroup of every process of the candidate's rank, frozen with its group.
-        self.candidate_freezer: str | None = None
+        self.turns = Turns(setup.rank, setup.world_size, self.clock.meet)
 
     def handle(self, op: str, payload: Any) -> dict[str, Any]:
         try:
@@ -120,12 +116,8 @@ class _Judge:
                 return {"ok": True}
             if op == "ping":
                 return {"ok": True}
-            if op == "runners":
-                # The runners' process groups: each stopped while the other's side runs.
-                self.reference_group = int(payload["references"][self.setup.rank])
-                self.candidate_group = int(payload["candidates"][self.setup.rank])
-                freezers = payload.get("freezers") or [None] * self.setup.world_size
-                self.candidate_freezer = freezers[self.setup.rank]
+            if op == "runners":  # each stopped while the other's side runs (turns.py)
+                self.turns.learn(payload)
                 return {"ok": True}
             if op == "rewire":
                 # A restarted candidate pool: its pipe's end comes over our socket.
@@ -186,7 +178,7 @@ class _Judge:
         stages = [self.stage(case, warmup)] if warmup else []
         warm: list[Round] = []
         if fit and stages:
-            with self.reference_side():  # it sizes the rounds: no hog may stretch it
+            with self.turns.reference_side():  # it sizes the rounds: no hog may stretch it
                 warm = [self.reference_round(case, stages[0], [])]
             seeds = seeds[: self.calls_for(stages[0], warm[0], len(seeds))]
             checked = sorted({i % len(seeds) for i in checked})
@@ -198,7 +190,7 @@ class _Judge:
             if first == "candidate":
                 refs, cands = self.candidate_first(case, stages, plans)
             else:
-                with self.reference_side():
+                with self.turns.reference_side():
                     refs = warm + [
                         self.reference_round(case, staged, plan)
                         for staged, plan in zip(
@@ -213,49 +205,18 @@ class _Judge:
         answer["reference_s"] = refs[-1].seconds
         answer["candidate_s"] = cands[-1].seconds
         if tare:  # timed pairs only: a trial's times are not kept
-            with self.reference_side():
+            with self.turns.reference_side():
                 answer["harness_s"] = self.tare(stages[-1], refs[-1])
         answer["tampered"] = sorted({t for c in cands for t in c.tampered})
         answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
         return answer
-
-    def reference_side(self) -> contextlib.AbstractContextManager[None]:
-        """The candidate's processes stand still while the reference's runner works (its
-        rounds of a pair, or its tare): a process bundle code forked cannot steal the
-        reference's CPU while the judge times it, in the runner's group or out of it (the
-        rank's cgroup freezes too, where the host gives one). One stop for the side, confirmed
-        before its first round (`processes.stopped`): a stop wakes each thread of the
-        stopped process to stop itself, on the runners' shared core, and a stop per round
-        put those wake-ups inside the reference's timed rounds."""
-        return self.side(stopping=self.candidate_group, freezer=self.candidate_freezer)
-
-    def candidate_side(self) -> contextlib.AbstractContextManager[None]:
-        """The reference's runner stands still while the candidate's works, as the
-        candidate's does for the reference: both sides then come to their rounds alike,
-        just continued and with the other stopped. With only the candidate stopped and
-        continued, whichever side went second read up to 4% slower when it was the
-        candidate's, at most 1% when the reference's (same code, H100, 2026-11-26): a
-        lean against the candidate that crossover blocks cannot cancel, being unequal."""
-        return self.side(stopping=self.reference_group)
-
-    @contextlib.contextmanager
-    def side(self, *, stopping: int | None, freezer: str | None = None) -> Iterator[None]:
-        """One side of a pair with the other runner's group (`stopping`) stopped, continued
-        only once every judge's side has ended: each judge stops its own rank's runner, and
-        a judge that continued its candidate as soon as its own reference's rounds ended
-        would let that candidate's processes run, on the same host and perhaps on the same
-        cores, while a slower rank's reference is still timed. A side that raised does not
-        wait (its pair has failed; the pool puts the judges to rest or restarts them)."""
-        with stopped(stopping, freezer):
-            yield
-            self.clock.meet()
 
     def candidate_rounds(
         self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
     ) -> list[Round]:
         """The candidate's rounds after the reference's: in the reference's rooms, each
         call's report held against the reference's, checked outputs read at its slots."""
-        with self.candidate_side():
+        with self.turns.candidate_side():
             return [
                 self.round(self.candidate, staged, ref.rooms, plan, expected=ref)
                 for staged, ref, plan in zip(stages, refs, plans, strict=True)
@@ -272,12 +233,12 @@ class _Judge:
         reference needed more, or the candidate said it did) the candidate's rounds are
         run again after the reference's, in the reference's rooms."""
         rooms = [self.rooms_for(case, staged) for staged in stages]
-        with self.candidate_side():
+        with self.turns.candidate_side():
             cands = [
                 self.round(self.candidate, staged, room, plan, provisional=True)
                 for staged, room, plan in zip(stages, rooms, plans, strict=True)
             ]
-        with self.reference_side():
+        with self.turns.reference_side():
             refs = [
                 self.reference_round(case, staged, plan)
                 for staged, plan in zip(stages, plans, strict=True)

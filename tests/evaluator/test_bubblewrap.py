@@ -12,7 +12,7 @@ import pytest
 
 from evaluator.host import bubblewrap, rlimits, sandbox
 from evaluator.host.settings import load_settings
-from evaluator.judge.evaluate import check_cuda_inside, start_sandbox
+from evaluator.judge.confinement import check_cuda_inside, start_sandbox
 from tests.evaluator.scratch import reachable_folder
 
 pytestmark = pytest.mark.skipif(bubblewrap.bwrap_binary() is None, reason="no bwrap")

@@ -19,7 +19,7 @@ from evaluator.contract import FINISHED_TASK, PROGRESS_TASK, STARTED_TASK
 from evaluator.host import liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.run import run_evaluation
-from evaluator.judge import pool
+from evaluator.judge import stopping
 from tests.evaluator import samples
 from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import noted_pid_running, reachable_folder
@@ -139,6 +139,6 @@ def test_a_stop_ends_with_its_evaluation(broker):
     stopped = attempt_of(broker)
     broker.set(liveness.stop_key(stopped.evaluation_id), "cancelled")
     run(plain(stopped), stopped)
-    pool.raise_if_stopped()  # nothing left over for the next evaluation of this process
+    stopping.raise_if_stopped()  # nothing left over for the next evaluation of this process
     fresh = attempt_of(broker)
     assert run(plain(fresh), fresh).names[-1] == FINISHED_TASK

@@ -1,6 +1,6 @@
 """Both runners come to their rounds alike, through real evaluations over gloo:
 
-- each stands still while the other's rounds run (judge/rank.py: `reference_side`,
+- each stands still while the other's rounds run (judge/turns.py: `reference_side`,
   `candidate_side`): the candidate's runner was already stopped while the reference's
   rounds ran; the reference's now is while the candidate's run (with only the candidate
   stopped, it paid up to 4% more than the reference for going second, on an H100);
