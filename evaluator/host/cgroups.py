@@ -75,10 +75,12 @@ def _v1_base() -> Path | None:
 
 def _remove_stale(base: Path) -> None:
     """Empty evaluation cgroups a killed worker left (an hour old: a live one is never
-    empty that long). rmdir refuses any with a process in it."""
+    empty that long), their ranks' freezers first. rmdir refuses any with a process in it."""
     for group in base.glob("pkb-eval-*"):
         with contextlib.suppress(OSError):
             if time.time() - group.stat().st_mtime > STALE_S:
+                for rank in group.glob("rank-*"):
+                    rank.rmdir()
                 group.rmdir()
 
 
@@ -167,18 +169,25 @@ class CandidateFreezers:
                 return cls._made([memory.path / f"rank-{rank}" for rank in range(ranks)])
             path = _own_groups().get("freezer")
             if path is not None and (ROOT / "freezer").is_dir():
-                top = ROOT / "freezer" / path.lstrip("/") / name
-                top.mkdir()
-                return cls._made([top / f"rank-{rank}" for rank in range(ranks)], top)
+                base = ROOT / "freezer" / path.lstrip("/")
+                _remove_stale(base)
+                (base / name).mkdir()
+                return cls._made([base / name / f"rank-{r}" for r in range(ranks)], base / name)
         except OSError as exc:
             raise CgroupError(f"no freezer: {exc}") from exc
         raise CgroupError("no freezer: no cgroup v2 memory cgroup, no v1 freezer hierarchy")
 
     @classmethod
     def _made(cls, paths: list[Path], top: Path | None = None) -> CandidateFreezers:
-        for path in paths:
-            path.mkdir()
-        return cls(paths, top)
+        made = cls([], top)
+        try:
+            for path in paths:
+                path.mkdir()
+                made.paths.append(path)
+        except OSError:
+            made.close()  # none left behind half made
+            raise
+        return made
 
     def add(self, rank: int, pids: list[int]) -> None:
         """Processes of rank `rank` moved in: what they start from then on starts inside."""

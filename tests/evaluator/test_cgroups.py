@@ -108,3 +108,15 @@ def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_close
         freezers.close()
         if memory is not None:
             memory.close()
+
+
+def test_a_killed_workers_evaluation_cgroups_go_with_their_ranks_an_hour_on(tmp_path):
+    old, fresh = tmp_path / "pkb-eval-old", tmp_path / "pkb-eval-fresh"
+    for group in (old, fresh):
+        (group / "rank-0").mkdir(parents=True)
+        (group / "rank-1").mkdir()
+    hour_ago = time.time() - cgroups.STALE_S - 60
+    os.utime(old, (hour_ago, hour_ago))
+    cgroups._remove_stale(tmp_path)
+    assert not old.exists()
+    assert (fresh / "rank-1").is_dir()
