@@ -107,6 +107,8 @@ class RankPools:
         self.judge = RankPool("judge", world_size)
         self.reference = RankPool("reference", world_size)
         self.candidate = RankPool("candidate", world_size)
+        if freezers is not None:
+            self.candidate.thaw = freezers.thaw_all
         self.generation = 0
         self.step = 0
         stopping.register(self)
@@ -246,11 +248,6 @@ class RankPools:
             group = self.candidate.rank_pid(rank)
             self.freezers.add(rank, live_members([group]) or [group])
 
-    def _thaw(self) -> None:
-        # Before any kill: a process frozen on cgroup v1 does not die until thawed.
-        if self.freezers is not None:
-            self.freezers.thaw_all()
-
     def _tell_judges(self) -> None:
         """Each judge learns its runners' process groups, as the host sees them, and the
         candidate ranks' cgroups: it stops each runner while the other's rounds run, and
@@ -311,7 +308,6 @@ class RankPools:
 
     def candidate_failed(self) -> None:
         """Kill the candidate ranks at once; keep the judges only if they come to rest."""
-        self._thaw()
         self.candidate.kill()
         self.sweep_orphans()
         if not self.judge.procs:
@@ -328,7 +324,6 @@ class RankPools:
             self.kill()
 
     def kill(self) -> None:
-        self._thaw()
         for pool in self.all:
             pool.kill()
         self.sweep_orphans()
@@ -336,7 +331,6 @@ class RankPools:
     def kill_processes(self) -> None:
         """SIGKILL every rank and what it started, from any thread: it only signals, and
         leaves the pipes and records to the evaluating thread's `kill` or `stop`."""
-        self._thaw()
         for pool in self.all:
             groups = list(pool.groups)
             for group in groups:
@@ -344,10 +338,11 @@ class RankPools:
             for pid in pool.pids:
                 if pid not in groups:
                     signal_pid(pid)
+            pool.thaw()  # the candidate's frozen processes die only once thawed (cgroup v1)
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
-        self._thaw()
+        self.candidate.thaw()  # a frozen rank could not hear the ask
         for pool in self.all:
             pool.ask_to_stop()
         deadline = time.monotonic() + grace_s

@@ -57,6 +57,9 @@ class RankPool:
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.groups: list[int] = []  # process groups the ranks reported making
+        # Thaws the ranks' freezer cgroups (the candidate's pool, where the host has them):
+        # on cgroup v1 a frozen process dies of SIGKILL only once thawed.
+        self.thaw: Callable[[], None] = lambda: None
 
     def launch(self, ctx: Any, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:
         """Start one process per rank; `args[r]` follow the rank's end of its command pipe."""
@@ -104,11 +107,13 @@ class RankPool:
             proc.join(max(0.0, deadline - time.monotonic()))
 
     def kill(self) -> None:
+        self.thaw()
         for group in self.groups:
             signal_group(group)
         for proc in self.procs:
             if proc.pid is not None and proc.pid not in self.groups and proc.is_alive():
                 signal_pid(proc.pid)
+        self.thaw()  # again: a judge may have frozen its rank meanwhile
         for proc in self.procs:
             proc.join(KILL_VERIFY_S)
             if proc.is_alive():

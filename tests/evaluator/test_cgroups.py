@@ -5,6 +5,7 @@ a folder, where the worker must first move itself into a leaf."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from evaluator.host import cgroups
+from evaluator.judge.rank_pool import RankPool
 from tests.evaluator.scratch import freezes_here
 
 
@@ -120,3 +122,32 @@ def test_a_killed_workers_evaluation_cgroups_go_with_their_ranks_an_hour_on(tmp_
     cgroups._remove_stale(tmp_path)
     assert not old.exists()
     assert (fresh / "rank-1").is_dir()
+
+
+def _sleeps(conn) -> None:
+    time.sleep(3600)
+
+
+def test_a_pool_kills_its_ranks_while_their_freezer_holds_them_frozen():
+    if not freezes_here():
+        pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
+    name = f"pkb-test-pool-{os.getpid()}"
+    memory = None
+    with contextlib.suppress(cgroups.CgroupError):
+        memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
+    freezers = cgroups.CandidateFreezers.create(name, 1, memory)
+    pool = RankPool("candidate", 1)
+    pool.thaw = freezers.thaw_all
+    try:
+        pool.launch(multiprocessing.get_context("spawn"), _sleeps, [()])
+        proc = pool.procs[0]
+        freezers.add(0, [proc.pid])
+        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        began = time.monotonic()
+        pool.kill()
+        assert time.monotonic() - began < 2.0
+        assert not proc.is_alive()
+    finally:
+        freezers.close()
+        if memory is not None:
+            memory.close()
