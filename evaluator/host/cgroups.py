@@ -75,12 +75,14 @@ def _v1_base() -> Path | None:
 
 def _remove_stale(base: Path) -> None:
     """Empty evaluation cgroups a killed worker left (an hour old: a live one is never
-    empty that long), their ranks' freezers first. rmdir refuses any with a process in it."""
+    empty that long), their runners' freezers first. rmdir refuses any with a process in
+    it."""
     for group in base.glob("pkb-eval-*"):
         with contextlib.suppress(OSError):
             if time.time() - group.stat().st_mtime > STALE_S:
-                for rank in group.glob("rank-*"):
-                    rank.rmdir()
+                for runner in RUNNERS:
+                    for rank in group.glob(f"{runner}-*"):
+                        rank.rmdir()
                 group.rmdir()
 
 
@@ -144,67 +146,81 @@ class EvaluationCgroup:
         _remove(self.path)
 
 
-class CandidateFreezers:
-    """One cgroup per candidate rank, holding every process of that rank: the rank's judge
-    freezes it while the reference is timed (judge/processes.py, `stopped`). A SIGSTOP to
-    the runner's process group misses what bundle code moved out of it (setsid); a cgroup
-    is a wall bundle code cannot leave (its user cannot write the cgroup files, and
-    bubblewrap's sandbox does not show them). A cgroup per rank, not one for all: each
-    judge freezes its own rank's once every judge's earlier side has ended
-    (judge/turns.py), so none freezes a rank whose candidate is still timed.
+RUNNERS = ("reference", "candidate")
 
-    cgroup v2: children of the evaluation's memory cgroup (`cgroup.freeze`; a cgroup
-    without controllers for its children may hold processes beside them). cgroup v1: the
+
+class Freezers:
+    """A cgroup per rank of each runner, holding every process of that rank's runner: a
+    judge freezes its candidate's while the reference is timed, and its reference's while
+    the candidate is (judge/processes.py, `stopped`). A SIGSTOP to the runner's process
+    group misses what bundle code moved out of it (setsid); a cgroup is a wall bundle
+    code cannot leave (its user cannot write the cgroup files, and bubblewrap's sandbox
+    does not show them). The reference's runner is frozen too only so that both sides
+    come to their rounds alike, just thawed and continued. A cgroup per rank, not one
+    for all: each judge freezes its own rank's once every judge's earlier side has ended
+    (judge/turns.py), so none freezes a rank whose runner is still timed.
+
+    cgroup v2: the candidate's are children of the evaluation's memory cgroup (a cgroup
+    without controllers for its children may hold processes beside them), the
+    reference's children of a sibling of it, outside the candidate's cap. cgroup v1: the
     `freezer` hierarchy (`freezer.state`), beside the memory one."""
 
-    def __init__(self, paths: list[Path], top: Path | None = None) -> None:
-        self.paths = paths  # per rank
-        self.top = top  # v1: the evaluation's own folder in the freezer hierarchy
+    def __init__(self, paths: dict[str, list[Path]], tops: list[Path]) -> None:
+        self.paths = paths  # per runner ("reference", "candidate"), per rank
+        self.tops = tops  # folders made for them, removed after them
 
     @classmethod
-    def create(cls, name: str, ranks: int, memory: EvaluationCgroup | None) -> CandidateFreezers:
+    def create(cls, name: str, ranks: int, memory: EvaluationCgroup | None) -> Freezers:
         """Raises CgroupError where this host gives no freezer to make."""
         try:
             if memory is not None and memory.version == 2:
-                return cls._made([memory.path / f"rank-{rank}" for rank in range(ranks)])
+                outside = memory.path.parent / f"{name}-reference"
+                tops = {"candidate": memory.path, "reference": outside}
+                return cls._made(tops, ranks, made=[outside])
             path = _own_groups().get("freezer")
             if path is not None and (ROOT / "freezer").is_dir():
                 base = ROOT / "freezer" / path.lstrip("/")
                 _remove_stale(base)
-                (base / name).mkdir()
-                return cls._made([base / name / f"rank-{r}" for r in range(ranks)], base / name)
+                return cls._made(dict.fromkeys(RUNNERS, base / name), ranks, made=[base / name])
         except OSError as exc:
             raise CgroupError(f"no freezer: {exc}") from exc
         raise CgroupError("no freezer: no cgroup v2 memory cgroup, no v1 freezer hierarchy")
 
     @classmethod
-    def _made(cls, paths: list[Path], top: Path | None = None) -> CandidateFreezers:
-        made = cls([], top)
+    def _made(cls, tops: dict[str, Path], ranks: int, *, made: list[Path]) -> Freezers:
+        done = cls({runner: [] for runner in RUNNERS}, [])
         try:
-            for path in paths:
-                path.mkdir()
-                made.paths.append(path)
+            for top in made:
+                top.mkdir()
+                done.tops.append(top)
+            for runner in RUNNERS:
+                for rank in range(ranks):
+                    path = tops[runner] / f"{runner}-{rank}"
+                    path.mkdir()
+                    done.paths[runner].append(path)
         except OSError:
-            made.close()  # none left behind half made
+            done.close()  # none left behind half made
             raise
-        return made
+        return done
 
-    def add(self, rank: int, pids: list[int]) -> None:
-        """Processes of rank `rank` moved in: what they start from then on starts inside."""
+    def add(self, runner: str, rank: int, pids: list[int]) -> None:
+        """Processes of `runner`'s rank `rank` moved in: what they start from then on
+        starts inside."""
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):  # one that ended meanwhile
-                (self.paths[rank] / "cgroup.procs").write_text(str(pid))
+                (self.paths[runner][rank] / "cgroup.procs").write_text(str(pid))
 
-    def thaw_all(self) -> None:
-        """Every rank thawed. On cgroup v1 a frozen process does not die of SIGKILL until
-        thawed: every kill of the candidate's processes comes after this."""
-        for path in self.paths:
+    def thaw(self, runner: str) -> None:
+        """Every rank of `runner` thawed. On cgroup v1 a frozen process does not die of
+        SIGKILL until thawed: every kill of a runner's processes comes with this."""
+        for path in self.paths[runner]:
             with contextlib.suppress(OSError):
                 set_frozen(path, False, timeout_s=0.0)
 
     def close(self) -> None:
-        self.thaw_all()
-        for path in [*self.paths, *([self.top] if self.top else [])]:
+        for runner in RUNNERS:
+            self.thaw(runner)
+        for path in [*self.paths["reference"], *self.paths["candidate"], *self.tops[::-1]]:
             _remove(path)
 
 

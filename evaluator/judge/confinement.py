@@ -121,13 +121,13 @@ def memory_cgroup(name: str, limit_bytes: int) -> cgroups.EvaluationCgroup | Non
         return None
 
 
-def candidate_freezers(
+def runner_freezers(
     name: str, ranks: int, memory: cgroups.EvaluationCgroup | None
-) -> cgroups.CandidateFreezers | None:
-    """A cgroup per candidate rank to freeze while the reference is timed, or None where
+) -> cgroups.Freezers | None:
+    """A cgroup per rank of each runner, to freeze while the other is timed, or None where
     the host gives none (the process group's stop then holds what stays in it)."""
     try:
-        return cgroups.CandidateFreezers.create(name, ranks, memory)
+        return cgroups.Freezers.create(name, ranks, memory)
     except cgroups.CgroupError as exc:
         log.warning(
             "NO FREEZER for the candidate's processes: one that leaves its process group "
@@ -138,9 +138,9 @@ def candidate_freezers(
 
 
 def close_cgroups(
-    freezers: cgroups.CandidateFreezers | None, memory: cgroups.EvaluationCgroup | None
+    freezers: cgroups.Freezers | None, memory: cgroups.EvaluationCgroup | None
 ) -> None:
-    # The freezers first: on cgroup v2 they are the memory cgroup's children.
+    # The freezers first: on cgroup v2 the candidate's are the memory cgroup's children.
     if freezers is not None:
         freezers.close()
     if memory is not None:

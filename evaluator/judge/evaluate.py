@@ -30,9 +30,9 @@ from evaluator.judge import profiling
 from evaluator.judge.confinement import (
     CANDIDATE_FOLDERS,
     candidate_environment,
-    candidate_freezers,
     close_cgroups,
     memory_cgroup,
+    runner_freezers,
     start_sandbox,
 )
 from evaluator.judge.modes import ProfileRun, problem_run
@@ -107,7 +107,7 @@ def evaluate_bundle(
     cleanup.become_subreaper()
     litter_before, began_at = cleanup.litter_entries(), time.time()
     group = memory_cgroup(scratch.name, settings.evaluation_memory_bytes)
-    freezers = candidate_freezers(scratch.name, profile.world_size, group)
+    freezers = runner_freezers(scratch.name, profile.world_size, group)
     try:
         jail, executable = start_sandbox(scratch / "sandbox", settings, group)
     except sandbox.SandboxError as exc:

@@ -8,6 +8,7 @@ the group also kills whatever the rank started.
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import os
@@ -72,14 +73,14 @@ class RankPools:
         identity: sandbox.Identity | None = None,
         strays: Callable[[set[int]], list[int]] | None = None,
         reference_box: ReferenceBox | None = None,
-        freezers: cgroups.CandidateFreezers | None = None,
+        freezers: cgroups.Freezers | None = None,
     ) -> None:
         """`executable` starts candidate processes (the sandbox launcher); `protected`
         are children of ours that the orphan sweep must spare (the jail's holder); `identity`
         is the user candidates run as (the launcher switches to it), owner of their logs;
         `reference_box` starts the reference's runners as the candidates start;
-        `freezers` take each candidate rank's processes as it starts, for its judge to
-        freeze while the reference is timed."""
+        `freezers` take each runner's rank's processes as it starts, for its judge to
+        freeze while the other runner is timed."""
         self.world_size = world_size
         self.candidate_env = dict(candidate_env or {})
         self.limits = limits
@@ -108,7 +109,8 @@ class RankPools:
         self.reference = RankPool("reference", world_size)
         self.candidate = RankPool("candidate", world_size)
         if freezers is not None:
-            self.candidate.thaw = freezers.thaw_all
+            self.reference.thaw = functools.partial(freezers.thaw, "reference")
+            self.candidate.thaw = functools.partial(freezers.thaw, "candidate")
         self.generation = 0
         self.step = 0
         stopping.register(self)
@@ -161,7 +163,7 @@ class RankPools:
             raise PoolStartError(f"rank processes did not start: {exc}") from exc
         for pool in pools:
             pool.note_ready(replies)
-        self._into_freezers()
+        self._into_freezers(pools)
         self._tell_judges()
         kinds = "+".join(p.kind for p in pools)
         log.info("started %d %s ranks (%s)", self.world_size, kinds, self.backend)
@@ -239,26 +241,32 @@ class RankPools:
             stopping.raise_if_stopped()
             raise PoolStartError(f"judge ranks did not take the new pipes: {exc}") from exc
 
-    def _into_freezers(self) -> None:
-        """Each candidate rank's processes into its rank's cgroup, before any bundle code
-        runs there (it is loaded later, by command): whatever they start stays inside."""
+    def _into_freezers(self, started: list[RankPool]) -> None:
+        """Each runner rank's processes, just started, into its rank's cgroup before any
+        bundle code runs there (it is loaded later, by command): whatever they start
+        stays inside."""
         if self.freezers is None:
             return
-        for rank in range(self.world_size):
-            group = self.candidate.rank_pid(rank)
-            self.freezers.add(rank, live_members([group]) or [group])
+        for pool in started:
+            if pool.kind in cgroups.RUNNERS:
+                for rank in range(self.world_size):
+                    group = pool.rank_pid(rank)
+                    self.freezers.add(pool.kind, rank, live_members([group]) or [group])
 
     def _tell_judges(self) -> None:
-        """Each judge learns its runners' process groups, as the host sees them, and the
-        candidate ranks' cgroups: it stops each runner while the other's rounds run, and
-        freezes its candidate's rank with it (judge/turns.py)."""
+        """Each judge learns its runners' process groups, as the host sees them, and their
+        ranks' cgroups: it stops and freezes each runner while the other's rounds run
+        (judge/turns.py)."""
         self.step += 1
         groups: dict[str, Any] = {
             f"{pool.kind}s": [pool.rank_pid(rank) for rank in range(self.world_size)]
             for pool in (self.reference, self.candidate)
         }
         if self.freezers is not None:
-            groups["freezers"] = [str(path) for path in self.freezers.paths]
+            groups["freezers"] = {
+                runner: [str(path) for path in paths]
+                for runner, paths in self.freezers.paths.items()
+            }
         try:
             self.judge.send("runners", self.step, groups)
             gather([self.judge], self.step, SETTLE_S, decisive=_is_error)
@@ -338,11 +346,12 @@ class RankPools:
             for pid in pool.pids:
                 if pid not in groups:
                     signal_pid(pid)
-            pool.thaw()  # the candidate's frozen processes die only once thawed (cgroup v1)
+            pool.thaw()  # a runner's frozen processes die only once thawed (cgroup v1)
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """Ask every rank to leave, then kill what is left, grandchildren included."""
-        self.candidate.thaw()  # a frozen rank could not hear the ask
+        for pool in self.all:
+            pool.thaw()  # a frozen rank could not hear the ask
         for pool in self.all:
             pool.ask_to_stop()
         deadline = time.monotonic() + grace_s

@@ -50,7 +50,7 @@ def signal_group(group: int) -> None:
 def stopped(group: int | None, freezer: str | None = None) -> Iterator[None]:
     """Process group `group` stopped (SIGSTOP, which no process can catch or ignore) for
     the duration, then continued; with `freezer`, the cgroup holding every process of the
-    runner's rank frozen too (host/cgroups.py, `CandidateFreezers`). A judge stops each
+    runner's rank frozen too (host/cgroups.py, `Freezers`). A judge stops each
     of its runners' groups while the other runner's rounds run (judge/turns.py): a process
     bundle code forked to steal CPU from the reference while it is timed stops with the
     candidate's runner, one that left the group (setpgid, setsid) freezes with its rank,

@@ -57,8 +57,8 @@ class RankPool:
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.groups: list[int] = []  # process groups the ranks reported making
-        # Thaws the ranks' freezer cgroups (the candidate's pool, where the host has them):
-        # on cgroup v1 a frozen process dies of SIGKILL only once thawed.
+        # Thaws the ranks' freezer cgroups (the runners' pools, where the host has them): on
+        # cgroup v1 a frozen process dies of SIGKILL only once thawed.
         self.thaw: Callable[[], None] = lambda: None
 
     def launch(self, ctx: Any, target: Callable[..., None], args: list[tuple[Any, ...]]) -> None:

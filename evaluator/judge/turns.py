@@ -3,8 +3,8 @@
 A judge stops each of its two runners for the other's whole side of a pair: the
 candidate's (its process group, and where the host gives one, the cgroup of every process
 of its rank) while the reference's rounds and tare run, so that nothing bundle code
-started can take the reference's CPU while it is timed; the reference's while the
-candidate's rounds run, so that both come to their rounds alike. A side ends for every
+started can take the reference's CPU while it is timed; the reference's the same way
+while the candidate's rounds run, so that both come to their rounds alike. A side ends for every
 rank at once: no judge lets a runner go on before every judge has ended the side."""
 
 from __future__ import annotations
@@ -23,15 +23,17 @@ class Turns:
         # The runners' process groups (host pids), each stopped while the other's side runs.
         self.reference_group: int | None = None
         self.candidate_group: int | None = None
-        # The cgroup of every process of the candidate's rank, frozen with its group.
+        # The cgroup of every process of each runner's rank, frozen with its group.
+        self.reference_freezer: str | None = None
         self.candidate_freezer: str | None = None
 
     def learn(self, payload: dict[str, Any]) -> None:
         """The runners of every rank, as the pool sends them ("runners")."""
         self.reference_group = int(payload["references"][self.rank])
         self.candidate_group = int(payload["candidates"][self.rank])
-        freezers = payload.get("freezers") or [None] * self.world_size
-        self.candidate_freezer = freezers[self.rank]
+        freezers = payload.get("freezers") or {}
+        self.reference_freezer = (freezers.get("reference") or [None] * self.world_size)[self.rank]
+        self.candidate_freezer = (freezers.get("candidate") or [None] * self.world_size)[self.rank]
 
     def reference_side(self) -> contextlib.AbstractContextManager[None]:
         """The candidate's processes stand still while the reference's runner works (its
@@ -45,15 +47,16 @@ class Turns:
 
     def candidate_side(self) -> contextlib.AbstractContextManager[None]:
         """The reference's runner stands still while the candidate's works, as the
-        candidate's does for the reference: both sides then come to their rounds alike,
-        just continued and with the other stopped. With only the candidate stopped and
+        candidate's does for the reference (its group stopped, its rank's cgroup frozen):
+        both sides then come to their rounds alike, just thawed and continued, with the
+        other stopped. With only the candidate stopped and
         continued, whichever side went second read up to 4% slower when it was the
         candidate's, at most 1% when the reference's (same code, H100, 2026-11-26): a
         lean against the candidate that crossover blocks cannot cancel, being unequal."""
-        return self._side(stopping=self.reference_group)
+        return self._side(stopping=self.reference_group, freezer=self.reference_freezer)
 
     @contextlib.contextmanager
-    def _side(self, *, stopping: int | None, freezer: str | None = None) -> Iterator[None]:
+    def _side(self, *, stopping: int | None, freezer: str | None) -> Iterator[None]:
         """One side of a pair with the other runner's group (`stopping`) stopped, continued
         only once every judge's side has ended: each judge stops its own rank's runner, and
         a judge that continued its candidate as soon as its own reference's rounds ended

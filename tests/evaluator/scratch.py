@@ -43,15 +43,15 @@ def sandboxed() -> bool:
 
 
 def freezes_here() -> bool:
-    """Whether an evaluation here gets a freezer cgroup per candidate rank
-    (host/cgroups.py, `CandidateFreezers`): root, and cgroup v1's freezer or v2's memory
+    """Whether an evaluation here gets a freezer cgroup per runner's rank
+    (host/cgroups.py, `Freezers`): root, and cgroup v1's freezer or v2's memory
     controller."""
     name = f"pkb-test-probe-{os.getpid()}"
     memory = None
     with contextlib.suppress(cgroups.CgroupError):
         memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
     try:
-        cgroups.CandidateFreezers.create(name, 1, memory).close()
+        cgroups.Freezers.create(name, 1, memory).close()
         return True
     except cgroups.CgroupError:
         return False

@@ -5,6 +5,7 @@ a folder, where the worker must first move itself into a leaf."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import subprocess
@@ -49,12 +50,17 @@ def test_the_hosts_memory_is_read_from_meminfo(tmp_path):
     assert cgroups.host_memory_mb(str(tmp_path / "absent")) == 0
 
 
-def test_on_cgroup_v2_each_rank_freezes_in_a_child_of_the_evaluations_cgroup(tmp_path):
+def test_on_cgroup_v2_the_candidates_ranks_freeze_inside_the_cap_the_references_beside_it(
+    tmp_path,
+):
     memory = cgroups.EvaluationCgroup(tmp_path / "pkb-eval-3", 2)
     memory.path.mkdir()
-    freezers = cgroups.CandidateFreezers.create("pkb-eval-3", 2, memory)
-    assert freezers.paths == [memory.path / "rank-0", memory.path / "rank-1"]
-    rank = freezers.paths[1]
+    freezers = cgroups.Freezers.create("pkb-eval-3", 2, memory)
+    assert freezers.paths == {
+        "reference": [tmp_path / "pkb-eval-3-reference" / f"reference-{r}" for r in (0, 1)],
+        "candidate": [memory.path / f"candidate-{r}" for r in (0, 1)],
+    }
+    rank = freezers.paths["candidate"][1]
     (rank / "cgroup.events").write_text("populated 1\nfrozen 0\n")
     # Asked, not yet done: the kernel says so in cgroup.events.
     assert not cgroups.set_frozen(rank, True, timeout_s=0.01)
@@ -88,22 +94,23 @@ def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_close
     memory = None
     with contextlib.suppress(cgroups.CgroupError):
         memory = cgroups.EvaluationCgroup.create(f"pkb-test-{os.getpid()}", 1 << 30)
-    freezers = cgroups.CandidateFreezers.create(f"pkb-test-{os.getpid()}", 1, memory)
+    freezers = cgroups.Freezers.create(f"pkb-test-{os.getpid()}", 1, memory)
+    rank = freezers.paths["candidate"][0]
     marks = tmp_path / "marks"
     spinner = subprocess.Popen([sys.executable, "-c", SPINS, str(marks)], start_new_session=True)
     try:
-        freezers.add(0, [spinner.pid])
+        freezers.add("candidate", 0, [spinner.pid])
         assert _grows(marks)
-        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        assert cgroups.set_frozen(rank, True, timeout_s=1.0)
         assert not _grows(marks, within_s=0.3)
-        freezers.thaw_all()
+        freezers.thaw("candidate")
         assert _grows(marks)
         # Killed while frozen: closing thaws it first, so it dies and the cgroups go.
-        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        assert cgroups.set_frozen(rank, True, timeout_s=1.0)
         spinner.kill()
         freezers.close()
         assert spinner.wait(timeout=5) != 0
-        assert not [path for path in freezers.paths if path.exists()]
+        assert not [path for path in [*freezers.tops, rank] if path.exists()]
     finally:
         spinner.kill()
         spinner.wait()
@@ -115,13 +122,13 @@ def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_close
 def test_a_killed_workers_evaluation_cgroups_go_with_their_ranks_an_hour_on(tmp_path):
     old, fresh = tmp_path / "pkb-eval-old", tmp_path / "pkb-eval-fresh"
     for group in (old, fresh):
-        (group / "rank-0").mkdir(parents=True)
-        (group / "rank-1").mkdir()
+        (group / "reference-0").mkdir(parents=True)
+        (group / "candidate-0").mkdir()
     hour_ago = time.time() - cgroups.STALE_S - 60
     os.utime(old, (hour_ago, hour_ago))
     cgroups._remove_stale(tmp_path)
     assert not old.exists()
-    assert (fresh / "rank-1").is_dir()
+    assert (fresh / "candidate-0").is_dir()
 
 
 def _sleeps(conn) -> None:
@@ -135,14 +142,14 @@ def test_a_pool_kills_its_ranks_while_their_freezer_holds_them_frozen():
     memory = None
     with contextlib.suppress(cgroups.CgroupError):
         memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
-    freezers = cgroups.CandidateFreezers.create(name, 1, memory)
+    freezers = cgroups.Freezers.create(name, 1, memory)
     pool = RankPool("candidate", 1)
-    pool.thaw = freezers.thaw_all
+    pool.thaw = functools.partial(freezers.thaw, "candidate")
     try:
         pool.launch(multiprocessing.get_context("spawn"), _sleeps, [()])
         proc = pool.procs[0]
-        freezers.add(0, [proc.pid])
-        assert cgroups.set_frozen(freezers.paths[0], True, timeout_s=1.0)
+        freezers.add("candidate", 0, [proc.pid])
+        assert cgroups.set_frozen(freezers.paths["candidate"][0], True, timeout_s=1.0)
         began = time.monotonic()
         pool.kill()
         assert time.monotonic() - began < 2.0

@@ -1,7 +1,7 @@
 """Processes bundle code forks to steal the CPU while the reference is timed (gloo, world
 size 2, on the test machine's cores). Each judge stops its candidate runner's process
 group while the reference's rounds run and freezes the cgroup of every process of the
-candidate's rank (judge/processes.py, `stopped`; host/cgroups.py, `CandidateFreezers`),
+candidate's rank (judge/processes.py, `stopped`; host/cgroups.py, `Freezers`),
 and no judge continues it before every rank's side has ended (judge/turns.py): a
 hog that spins only while its candidate is idle (that is, while the reference is being
 timed) stands still exactly then, on every rank, in the runner's process group or in a
