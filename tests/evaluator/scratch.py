@@ -42,22 +42,35 @@ def sandboxed() -> bool:
     return load_settings({}).sandbox == "bubblewrap" and bubblewrap.bwrap_binary() is not None
 
 
-def freezes_here() -> bool:
-    """Whether an evaluation here gets a freezer cgroup per runner's rank
-    (host/cgroups.py, `Freezers`): root, and cgroup v1's freezer or v2's memory
-    controller."""
-    name = f"pkb-test-probe-{os.getpid()}"
+@contextmanager
+def host_freezers(name: str) -> Iterator[cgroups.Freezers | None]:
+    """Freezers for one rank of each runner on this machine's own hierarchy (under a
+    memory cgroup where it gives one, as an evaluation's are), removed afterwards; None
+    where the host gives none (it needs root, and cgroup v1's freezer or v2's memory
+    controller)."""
     memory = None
     with contextlib.suppress(cgroups.CgroupError):
         memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
     try:
-        cgroups.Freezers.create(name, 1, memory).close()
-        return True
-    except cgroups.CgroupError:
-        return False
+        try:
+            freezers = cgroups.Freezers.create(name, 1, memory)
+        except cgroups.CgroupError:
+            yield None
+            return
+        try:
+            yield freezers
+        finally:
+            freezers.close()
     finally:
         if memory is not None:
             memory.close()
+
+
+def freezes_here() -> bool:
+    """Whether an evaluation here gets a freezer cgroup per runner's rank
+    (host/cgroups.py, `Freezers`)."""
+    with host_freezers(f"pkb-test-probe-{os.getpid()}") as freezers:
+        return freezers is not None
 
 
 def noted_pid_running(pid: int, namespace: str | None = None) -> bool:
