@@ -147,6 +147,7 @@ class EvaluationCgroup:
 
 
 RUNNERS = ("reference", "candidate")
+OWNER = "-worker-"  # v1: the evaluation's freezers name the worker's pid after this
 
 
 class Freezers:
@@ -180,8 +181,10 @@ class Freezers:
             path = _own_groups().get("freezer")
             if path is not None and (ROOT / "freezer").is_dir():
                 base = ROOT / "freezer" / path.lstrip("/")
+                thaw_abandoned(base)
                 _remove_stale(base)
-                return cls._made(dict.fromkeys(RUNNERS, base / name), ranks, made=[base / name])
+                top = base / f"{name}{OWNER}{os.getpid()}"
+                return cls._made(dict.fromkeys(RUNNERS, top), ranks, made=[top])
         except OSError as exc:
             raise CgroupError(f"no freezer: {exc}") from exc
         raise CgroupError("no freezer: no cgroup v2 memory cgroup, no v1 freezer hierarchy")
@@ -222,6 +225,33 @@ class Freezers:
             self.thaw(runner)
         for path in [*self.paths["reference"], *self.paths["candidate"], *self.tops[::-1]]:
             _remove(path)
+
+
+def thaw_abandoned(base: Path) -> None:
+    """Thaw the v1 freezers of evaluations whose worker died (its pid, in the folder's
+    name, gone): a worker killed while a judge held a runner frozen leaves that runner
+    frozen, and on cgroup v1 a frozen process cannot die of its parent's death signal
+    until thawed. Thawed, such orphans die, and a later sweep removes the folders."""
+    for top in base.glob(f"pkb-eval-*{OWNER}*"):
+        owner = top.name.rsplit(OWNER, 1)[1]
+        if owner.isdigit() and not _alive(int(owner)):
+            for rank in top.iterdir():
+                if rank.is_dir():
+                    with contextlib.suppress(OSError):
+                        set_frozen(rank, False, timeout_s=0.0)
+                        rank.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def set_frozen(path: Path, frozen: bool, *, timeout_s: float) -> bool:

@@ -4,7 +4,6 @@ a folder, where the worker must first move itself into a leaf."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import os
@@ -16,7 +15,7 @@ import pytest
 
 from evaluator.host import cgroups
 from evaluator.judge.rank_pool import RankPool
-from tests.evaluator.scratch import freezes_here
+from tests.evaluator.scratch import host_freezers
 
 
 def test_a_v2_cgroup_moves_the_worker_to_a_leaf_and_caps_the_evaluation(tmp_path, monkeypatch):
@@ -87,14 +86,18 @@ def _grows(path, within_s: float = 5.0) -> bool:
     return False
 
 
-def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_closed(tmp_path):
+@pytest.fixture
+def freezers():
     """On this machine's own hierarchy (v1's freezer, or v2 under a memory cgroup)."""
-    if not freezes_here():
-        pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
-    memory = None
-    with contextlib.suppress(cgroups.CgroupError):
-        memory = cgroups.EvaluationCgroup.create(f"pkb-test-{os.getpid()}", 1 << 30)
-    freezers = cgroups.Freezers.create(f"pkb-test-{os.getpid()}", 1, memory)
+    with host_freezers(f"pkb-test-{os.getpid()}") as made:
+        if made is None:
+            pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
+        yield made
+
+
+def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_closed(
+    tmp_path, freezers
+):
     rank = freezers.paths["candidate"][0]
     marks = tmp_path / "marks"
     spinner = subprocess.Popen([sys.executable, "-c", SPINS, str(marks)], start_new_session=True)
@@ -114,9 +117,6 @@ def test_a_frozen_rank_stands_still_out_of_any_process_group_and_dies_when_close
     finally:
         spinner.kill()
         spinner.wait()
-        freezers.close()
-        if memory is not None:
-            memory.close()
 
 
 def test_a_killed_workers_evaluation_cgroups_go_with_their_ranks_an_hour_on(tmp_path):
@@ -135,26 +135,28 @@ def _sleeps(conn) -> None:
     time.sleep(3600)
 
 
-def test_a_pool_kills_its_ranks_while_their_freezer_holds_them_frozen():
-    if not freezes_here():
-        pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
-    name = f"pkb-test-pool-{os.getpid()}"
-    memory = None
-    with contextlib.suppress(cgroups.CgroupError):
-        memory = cgroups.EvaluationCgroup.create(name, 1 << 30)
-    freezers = cgroups.Freezers.create(name, 1, memory)
+def test_a_pool_kills_its_ranks_while_their_freezer_holds_them_frozen(freezers):
     pool = RankPool("candidate", 1)
     pool.thaw = functools.partial(freezers.thaw, "candidate")
-    try:
-        pool.launch(multiprocessing.get_context("spawn"), _sleeps, [()])
-        proc = pool.procs[0]
-        freezers.add("candidate", 0, [proc.pid])
-        assert cgroups.set_frozen(freezers.paths["candidate"][0], True, timeout_s=1.0)
-        began = time.monotonic()
-        pool.kill()
-        assert time.monotonic() - began < 2.0
-        assert not proc.is_alive()
-    finally:
-        freezers.close()
-        if memory is not None:
-            memory.close()
+    pool.launch(multiprocessing.get_context("spawn"), _sleeps, [()])
+    proc = pool.procs[0]
+    freezers.add("candidate", 0, [proc.pid])
+    assert cgroups.set_frozen(freezers.paths["candidate"][0], True, timeout_s=1.0)
+    began = time.monotonic()
+    pool.kill()
+    assert time.monotonic() - began < 2.0
+    assert not proc.is_alive()
+
+
+def test_a_dead_workers_frozen_v1_freezers_are_thawed_a_live_ones_kept(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    dead = tmp_path / f"pkb-eval-a{cgroups.OWNER}{gone.pid}"
+    live = tmp_path / f"pkb-eval-b{cgroups.OWNER}{os.getpid()}"
+    for top in (dead, live):
+        (top / "reference-0").mkdir(parents=True)
+        (top / "reference-0" / "freezer.state").write_text("FROZEN")
+    cgroups.thaw_abandoned(tmp_path)
+    # Thawed (on a real cgroup file system the folders then go: rmdir; here they hold files).
+    assert (dead / "reference-0" / "freezer.state").read_text() == "THAWED"
+    assert (live / "reference-0" / "freezer.state").read_text() == "FROZEN"
