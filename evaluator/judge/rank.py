@@ -188,15 +188,9 @@ class _Judge:
         answer: dict[str, Any] = {"ok": True, "calls": len(seeds), "first": first}
         try:
             if first == "candidate":
-                refs, cands = self.candidate_first(case, stages, plans)
+                refs, cands, harness_s = self.candidate_first(case, stages, plans, tare=tare)
             else:
-                with self.turns.reference_side():
-                    refs = warm + [
-                        self.reference_round(case, staged, plan)
-                        for staged, plan in zip(
-                            stages[len(warm) :], plans[len(warm) :], strict=True
-                        )
-                    ]
+                refs, harness_s = self.reference_rounds(case, stages, plans, warm, tare=tare)
                 cands = self.candidate_rounds(stages, refs, plans)
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
@@ -204,12 +198,35 @@ class _Judge:
             return {**answer, "failure": failed.reply}
         answer["reference_s"] = refs[-1].seconds
         answer["candidate_s"] = cands[-1].seconds
-        if tare:  # timed pairs only: a trial's times are not kept
-            with self.turns.reference_side():
-                answer["harness_s"] = self.tare(stages[-1], refs[-1])
+        if harness_s is not None:  # timed pairs only: a trial's times are not kept
+            answer["harness_s"] = harness_s
         answer["tampered"] = sorted({t for c in cands for t in c.tampered})
         answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
         return answer
+
+    def reference_rounds(
+        self,
+        case: Case,
+        stages: list[Staged],
+        plans: list[list[int]],
+        warm: list[Round],
+        *,
+        tare: bool,
+    ) -> tuple[list[Round], float | None]:
+        """The reference's side of a pair: its rounds (after `warm`, those already run)
+        and, with `tare`, the tare's seconds, inside the side. Orders alternate, so with the
+        tare there whichever runner goes first follows its own work of the pair before
+        and whichever goes second follows the other's. With the tare after both sides the
+        candidate always followed the reference's runner and the reference, first, its
+        own: the reference read about 3% faster when first, the candidate no faster
+        (same code, H100, 2026-11-26), a lean crossover blocks cannot cancel."""
+        with self.turns.reference_side():
+            refs = warm + [
+                self.reference_round(case, staged, plan)
+                for staged, plan in zip(stages[len(warm) :], plans[len(warm) :], strict=True)
+            ]
+            harness_s = self.tare(stages[-1], refs[-1]) if tare else None
+        return refs, harness_s
 
     def candidate_rounds(
         self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
@@ -223,36 +240,33 @@ class _Judge:
             ]
 
     def candidate_first(
-        self, case: Case, stages: list[Staged], plans: list[list[int]]
-    ) -> tuple[list[Round], list[Round]]:
+        self, case: Case, stages: list[Staged], plans: list[list[int]], *, tare: bool
+    ) -> tuple[list[Round], list[Round], float | None]:
         """The candidate's rounds before the reference's. Its checked outputs are read,
         before the stop stamp, where its own report puts them, but only inside the room
         the judge gave (the report is checked against the room as the reference's is, so
         it sizes nothing beyond it); once the reference has run, every call's report must
         equal the reference's, or it is a wrong answer. Where a room proved short (the
         reference needed more, or the candidate said it did) the candidate's rounds are
-        run again after the reference's, in the reference's rooms."""
+        run again after the reference's, in the reference's rooms. The tare's seconds
+        come third (`reference_rounds`)."""
         rooms = [self.rooms_for(case, staged) for staged in stages]
         with self.turns.candidate_side():
             cands = [
                 self.round(self.candidate, staged, room, plan, provisional=True)
                 for staged, room, plan in zip(stages, rooms, plans, strict=True)
             ]
-        with self.turns.reference_side():
-            refs = [
-                self.reference_round(case, staged, plan)
-                for staged, plan in zip(stages, plans, strict=True)
-            ]
+        refs, harness_s = self.reference_rounds(case, stages, plans, [], tare=tare)
         moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
         if moved or any(c.short for c in cands):
-            return refs, self.candidate_rounds(stages, refs, plans)
+            return refs, self.candidate_rounds(stages, refs, plans), harness_s
         for cand, ref in zip(cands, refs, strict=True):
             for call, entry in cand.entries.items():
                 why = replies.mismatch(entry, ref.outputs[call])
                 if why:
                     cand.mismatches[call] = why
                     cand.copies.pop(call, None)
-        return refs, cands
+        return refs, cands, harness_s
 
     def calls_for(self, warm: Staged, ref: Round, asked: int) -> int:
         """Timed calls per round: what the parent asked, fewer when the reference's warm-up

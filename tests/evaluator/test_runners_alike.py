@@ -4,6 +4,8 @@
   `candidate_side`): the candidate's runner was already stopped while the reference's
   rounds ran; the reference's now is while the candidate's run (with only the candidate
   stopped, it paid up to 4% more than the reference for going second, on an H100);
+- the tare ends the reference's side (judge/rank.py, `reference_rounds`): whichever side
+  goes first in a pair follows its own runner's work of the pair before;
 - a runner exec'd by a launcher starts without address-space randomisation
   (host/sandbox.py: `fixed_layout`; the reference's box: test_reference_box.py)."""
 
@@ -18,9 +20,11 @@ from pathlib import Path
 
 import torch
 
+from evaluator.candidate import runner
 from evaluator.contract import ProblemStatus
 from problems.collective import all_reduce
 from tests.evaluator.judging import judge_files, sleeping_solution, small_settings
+from tests.evaluator.scratch import reachable_folder
 from tests.redteam import attacks
 
 TICK_S = 0.0005
@@ -93,6 +97,88 @@ def test_the_references_runner_stands_still_while_the_candidates_rounds_run(tmp_
         gaps = _gaps(tmp_path / f"ticks.{rank}")
         stood_still = [gap for gap in gaps if gap >= 0.9 * side]
         assert len(stood_still) >= PAIRS * len(result.cases), (rank, len(stood_still), max(gaps))
+
+
+def noting_reference(x: torch.Tensor, *, folder: str) -> torch.Tensor:
+    """The all-reduce reference, noting when each of its calls, and each call of a tare
+    round in its runner, begins: the test's own hook on the reference's (trusted) runner."""
+    rank = torch.distributed.get_rank()
+    if not getattr(runner._echo, "noted", False):
+        echo = runner._echo
+
+        def noted_echo(base: torch.Tensor, slots: list) -> object:
+            call = echo(base, slots)
+
+            def note_then_call(**kwargs: object) -> object:
+                _note(f"{folder}/tare.{rank}")
+                return call(**kwargs)
+
+            return note_then_call
+
+        noted_echo.noted = True  # type: ignore[attr-defined]
+        runner._echo = noted_echo
+    _note(f"{folder}/reference.{rank}")
+    return all_reduce.solution(x)
+
+
+def _note(path: str) -> None:
+    with open(path, "ab") as f:
+        f.write(struct.pack("d", time.monotonic()))
+
+
+NOTING = """
+import struct, time
+import torch.distributed as dist
+
+
+def solution(x):
+    with open(f"{folder}/candidate.{{dist.get_rank()}}", "ab") as f:
+        f.write(struct.pack("d", time.monotonic()))
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+
+def _who_ran(folder: Path, rank: int) -> list[str]:
+    """Which runner's calls came in turn on `rank`, in order: runs of "reference",
+    "tare" and "candidate", each run of one kind's calls once."""
+    notes = []
+    for kind in ("reference", "tare", "candidate"):
+        path = folder / f"{kind}.{rank}"
+        data = path.read_bytes() if path.exists() else b""
+        notes += [(t, kind) for (t,) in struct.iter_unpack("d", data)]
+    turns: list[str] = []
+    for _, kind in sorted(notes):
+        if not turns or turns[-1] != kind:
+            turns.append(kind)
+    return turns
+
+
+def test_the_tare_ends_the_references_side_so_either_side_first_follows_its_own_work():
+    reference_first_pairs = 2
+    with reachable_folder("tare-notes", candidates_write=True) as notes:
+        reference = functools.partial(noting_reference, folder=str(notes))
+        catalog = {"tare": dataclasses.replace(attacks.problem("tare"), reference=reference)}
+        settings = small_settings(
+            "tare-secret-0123456789",
+            warmup=1,
+            iters=2 * 2 * reference_first_pairs,
+            rounds=2 * reference_first_pairs,
+            sandbox_shared=(notes,),
+        )
+        files = {"tare.py": NOTING.format(folder=str(notes))}
+        result = judge_files(files, catalog, settings, "tare")["tare"]
+        turns = [_who_ran(notes, rank) for rank in range(2)]
+    assert result.status == ProblemStatus.PASSED, result.message
+    for rank_turns in turns:
+        tares = [i for i, kind in enumerate(rank_turns) if kind == "tare"]
+        # A tare in every timed pair of every case, each right after the reference's
+        # rounds, never after the candidate's (as it came in reference-first pairs when
+        # it ran after both sides: there the reference went first after its own tare,
+        # the candidate always after the reference's runner).
+        assert len(tares) >= 2 * reference_first_pairs * len(result.cases), rank_turns
+        assert all(rank_turns[i - 1] == "reference" for i in tares), rank_turns
 
 
 def test_the_candidates_runner_starts_without_address_space_randomisation():
