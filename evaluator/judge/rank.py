@@ -258,7 +258,7 @@ class _Judge:
             ]
         refs, harness_s = self.reference_rounds(case, stages, plans, [], tare=tare)
         moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
-        if moved or any(c.short for c in cands):
+        if self.anyone(moved or any(c.short for c in cands)):
             return refs, self.candidate_rounds(stages, refs, plans), harness_s
         for cand, ref in zip(cands, refs, strict=True):
             for call, entry in cand.entries.items():
@@ -282,6 +282,15 @@ class _Judge:
         torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
         return int(agreed.item())
 
+    def anyone(self, mine: bool) -> bool:
+        """Whether any judge says yes. A round run again on one rank only would have its
+        runner call its collectives alone, a hang: the reference's outputs may outgrow
+        their rooms on one rank (outputs of rank-dependent sizes), and a candidate may
+        claim so on one rank. Every judge runs such a round again, or none."""
+        flag = torch.tensor([int(mine)], device=self.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return bool(flag.item())
+
     def stage(self, case: Case, seeds: list[int]) -> Staged:
         """Every call's inputs, made here from their seeds, in one buffer of the arena's
         layout: a round then writes them all with one copy."""
@@ -298,7 +307,8 @@ class _Judge:
 
     def reference_round(self, case: Case, staged: Staged, checked: list[int]) -> Round:
         """The reference's round; its outputs' rooms are sized from what it returned before
-        (or twice its inputs), and grown and the round run again when they were short."""
+        (or twice its inputs), and grown and the round run again on every rank when they
+        were short on any (`anyone`)."""
         rooms = self.rooms_for(case, staged)
         for _ in range(MAX_ROOM_RETRIES):
             try:
@@ -306,8 +316,8 @@ class _Judge:
             except (RunnerFailed, RunnerGone) as exc:
                 raise RuntimeError(f"the reference's runner failed: {exc}") from None
             need = max(out.need for out in done.outputs)
-            if need:
-                rooms = rooms_after(staged, 2 * need)
+            if self.anyone(bool(need)):
+                rooms = rooms_after(staged, 2 * need) if need else rooms
                 continue
             largest = max((span(out.slots) for out in done.outputs), default=0)
             self.largest_output[case.name] = max(self.largest_output.get(case.name, 0), largest)
