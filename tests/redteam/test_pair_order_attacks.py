@@ -28,6 +28,12 @@ HOSTILE = {
     "sparse": "honest().to_sparse()",
     "meta": 'torch.empty(x.shape, device="meta")',
     "oversized": "torch.cat([honest(), torch.zeros(1 << 20)])",
+    # Short of room on rank 1 only: rank 1's judge alone ran the candidate's rounds again
+    # (in the reference's rooms), its barrier waiting for judges that had moved on, a
+    # timeout instead of a verdict (judge/rank.py, `anyone`).
+    "oversized-on-one-rank": (
+        "torch.cat([honest(), torch.zeros(1 << 20)]) if dist.get_rank() == 1 else honest()"
+    ),
     "foreign": "[1.0] * x.numel()",
     "wrong-shape": "honest()[:-1]",
     "wrong-values": "torch.zeros_like(x)",
