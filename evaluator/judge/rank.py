@@ -11,7 +11,7 @@ the reference's runner first, then the candidate's. Each round:
 The reference's runner says what each call returned (dtypes and shapes, checked against
 its room); the candidate's report is only compared with it, and the judge reads the
 candidate's bytes at the reference's slots: never a size or place the candidate chose.
-The checked calls' outputs of the two rounds are compared here. A tare round (the
+The checked calls' outputs of the two rounds are compared (`rounds.pair_verdict`). A tare round (the
 reference's runner returning the reference's outputs at once) measures the harness. The
 parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the verdict, and the
 candidate's failure if any.
@@ -33,7 +33,6 @@ import torch
 from evaluator import rank_process
 from evaluator.candidate import arena
 from evaluator.judge import replies
-from evaluator.judge.compare import compare
 from evaluator.judge.link import Clock, RunnerGone, RunnerLink
 from evaluator.judge.profiling import profiled_pair
 from evaluator.judge.replies import ReplyError
@@ -44,6 +43,7 @@ from evaluator.judge.rounds import (
     input_bytes,
     input_slots,
     ok,
+    pair_verdict,
     rooms_after,
     span,
 )
@@ -201,7 +201,8 @@ class _Judge:
         if harness_s is not None:  # timed pairs only: a trial's times are not kept
             answer["harness_s"] = harness_s
         answer["tampered"] = sorted({t for c in cands for t in c.tampered})
-        answer["verdict"] = self.verdict(case, refs[-1], cands, checked)
+        assert self.problem is not None
+        answer["verdict"] = pair_verdict(self.problem, case, refs[-1], cands, checked)
         return answer
 
     def reference_rounds(
@@ -394,22 +395,3 @@ class _Judge:
         if expected is None and echoes is None and not provisional:
             done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
         return done
-
-    def verdict(
-        self, case: Case, ref: Round, cands: list[Round], checked: list[int]
-    ) -> dict[str, Any]:
-        """The first mismatch of any round (the candidate's own word: it returned something
-        else than the reference), else the comparison of the timed round's checked calls."""
-        assert self.problem is not None
-        for cand in cands:
-            if cand.mismatches:
-                call, why = min(cand.mismatches.items())
-                return {"ok": False, "message": f"call {call}: {why}", "output": call}
-        worst: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
-        for i in checked:
-            got = compare(ref.copies[i], cands[-1].copies[i], self.problem.tolerance(case.dtype))
-            if not got.ok:
-                return {**got.__dict__, "output": i}
-            if got.max_abs_err >= worst["max_abs_err"]:
-                worst = {**got.__dict__, "output": i}
-        return worst

@@ -1,6 +1,7 @@
 """What a judge's round is made of: the staged inputs, what it read from a runner's reply
-(`Round`, and how each call's report is read), and the arena's rooms. Data and small
-functions only; the judge's process (`judge/rank.py`) drives the rounds."""
+(`Round`, and how each call's report is read), the arena's rooms, and the pair's
+verdict. Data and small functions only; the judge's process (`judge/rank.py`) drives the
+rounds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import torch
 from evaluator.candidate import arena
 from evaluator.candidate.arena import Slot
 from evaluator.judge import replies
+from evaluator.judge.compare import compare
 from evaluator.judge.replies import Output, ReplyError
+from problems.spec import Case, Problem
 
 
 @dataclass
@@ -83,6 +86,26 @@ class Round:
             self.short = True
         elif base is not None:
             self.copy(base, call, output)
+
+
+def pair_verdict(
+    problem: Problem, case: Case, ref: Round, cands: list[Round], checked: list[int]
+) -> dict[str, Any]:
+    """The first mismatch of any of the candidate's rounds (its own word: it returned
+    something else than the reference), else the comparison of the timed round's checked
+    calls with the reference's."""
+    for cand in cands:
+        if cand.mismatches:
+            call, why = min(cand.mismatches.items())
+            return {"ok": False, "message": f"call {call}: {why}", "output": call}
+    worst: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
+    for i in checked:
+        got = compare(ref.copies[i], cands[-1].copies[i], problem.tolerance(case.dtype))
+        if not got.ok:
+            return {**got.__dict__, "output": i}
+        if got.max_abs_err >= worst["max_abs_err"]:
+            worst = {**got.__dict__, "output": i}
+    return worst
 
 
 class RunnerFailed(Exception):
