@@ -232,9 +232,16 @@ class Sandbox:
         """SIGKILL every process inside but bwrap's own and `keep` (host pids): what
         bundle code detached from its rank (setsid, double fork) is reparented to the
         namespace's init, not to the worker's subreaper, and goes with the ranks it
-        outlived instead of at the end of the evaluation."""
+        outlived instead of at the end of the evaluation.
+
+        Only a process positively seen in the namespace: once the holder is gone (the
+        evaluation's end sweeps after `close`) its namespace reads "" as does every
+        process whose link this worker cannot read (the host's init here, a process
+        exiting), and a sweep that compared those killed host processes."""
         spared = {self.holder.pid, *self._init_chain, *keep}
         inside = pid_namespace(self.holder_pid)
+        if not inside:
+            return []  # nothing left to tell inside: what was there died with the init
         killed = []
         for pid in pids():
             if pid in spared or pid_namespace(pid) != inside:
@@ -248,13 +255,13 @@ class Sandbox:
         """The namespace's init first: with it goes every process left inside. Returns
         once they are gone (the evaluation's cgroup can then be removed), reaping those
         that came back to this process (a subreaper) as bwrap died."""
+        inside = pid_namespace(self.holder_pid)  # before the holder dies: then it reads ""
         for pid in self._init_chain:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             self.holder.kill()
         self.holder.wait()
-        inside = pid_namespace(self.holder_pid)
         end = time.monotonic() + CLOSE_TIMEOUT_S
         while time.monotonic() < end:
             for pid in self._init_chain:

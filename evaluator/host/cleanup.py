@@ -49,12 +49,14 @@ def process_stats() -> Iterator[tuple[int, list[str]]]:
         yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
 
 
-def _children_since(since_ticks: int) -> list[int]:
+def _children_since(since_ticks: int, *, dead: bool = False) -> list[int]:
+    """Our children started since `since_ticks`: the live ones, or with `dead` those
+    that have exited and wait to be reaped (zombies)."""
     me = os.getpid()
     return [
         pid
         for pid, fields in process_stats()
-        if int(fields[1]) == me and int(fields[19]) >= since_ticks
+        if int(fields[1]) == me and int(fields[19]) >= since_ticks and (fields[0] == "Z") == dead
     ]
 
 
@@ -63,12 +65,17 @@ def now_ticks() -> int:
 
 
 def reap_orphans(*, since_ticks: int, keep: Iterable[int], timeout_s: float = 5.0) -> list[int]:
-    """Kill and reap our children started since `since_ticks` that are not in `keep`.
+    """Kill and reap our children started since `since_ticks` that are not in `keep`;
+    those that exited already are reaped and not counted (none of them was left running).
 
     With `become_subreaper`, that is whatever bundle code detached from its rank. Repeats
     until none is left, since a process being killed may have forked once more.
     """
     keep = set(keep)
+    for pid in _children_since(since_ticks, dead=True):
+        if pid not in keep:  # exited already (a launcher that exec'd nothing more): reap only
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
     killed: list[int] = []
     end = time.monotonic() + timeout_s
     while True:

@@ -1,6 +1,7 @@
 """The sandbox's own checks, with real bwrap: a launcher that cannot enter fails once, at
 the sandbox's start (and the evaluator falls back to the network jail, loudly), not in
-every rank; a GPU host whose sandbox gives bundle code no CUDA stops its worker at start."""
+every rank; a GPU host whose sandbox gives bundle code no CUDA stops its worker at start;
+the sweep of what bundle code left inside kills only what it sees inside."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from evaluator.host import bubblewrap, rlimits, sandbox
 from evaluator.host.settings import load_settings
 from evaluator.judge.confinement import check_cuda_inside, start_sandbox
+from tests.evaluator.judging import judge_files, small_settings
 from tests.evaluator.scratch import reachable_folder
+from tests.redteam import attacks
 
 pytestmark = pytest.mark.skipif(bubblewrap.bwrap_binary() is None, reason="no bwrap")
 NOWHERE = "/nonexistent/cgroup.procs"  # no folder: even root cannot write it
@@ -52,6 +55,28 @@ def test_a_sandbox_without_cuda_stops_a_gpu_worker_saying_what_to_do():
                 check_cuda_inside(box)  # no GPU here: torch says so inside
         finally:
             box.close()
+
+
+def test_a_closed_sandbox_sweeps_nothing():
+    # The evaluation's end sweeps after the close. With the holder gone its namespace read
+    # "", as does every process whose namespace the worker cannot read (this host's init):
+    # the sweep sent those SIGKILL and counted them as bundle code's.
+    with reachable_folder("bwrap-sweep") as scratch:
+        box = bubblewrap.Sandbox.start(scratch / "sandbox", scratch, *_ids())
+        box.close()
+        assert box.kill_strays(set()) == []
+
+
+def test_an_honest_bundle_leaves_nothing_behind(caplog):
+    settings = dataclasses.replace(
+        small_settings("sweep-secret-0123456789", warmup=1, iters=2, rounds=1),
+        sandbox="bubblewrap",
+    )
+    with caplog.at_level(logging.WARNING, logger="evaluator"):
+        files = {"honest.py": attacks.HONEST}
+        result = judge_files(files, {"honest": attacks.problem("honest")}, settings, "sweep")
+    assert result["honest"].status == "passed", result["honest"].message
+    assert "left behind" not in caplog.text
 
 
 def _seccomp_mode_after_start(rendezvous: str, queue) -> None:  # a spawned process
