@@ -73,7 +73,7 @@ def reap_orphans(*, since_ticks: int, keep: Iterable[int], timeout_s: float = 5.
     """
     keep = set(keep)
     for pid in _children_since(since_ticks, dead=True):
-        if pid not in keep:  # exited already (a launcher that exec'd nothing more): reap only
+        if pid not in keep:  # exited already, nothing of it left running: reap only
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
     killed: list[int] = []

@@ -11,10 +11,10 @@ the reference's runner first, then the candidate's. Each round:
 The reference's runner says what each call returned (dtypes and shapes, checked against
 its room); the candidate's report is only compared with it, and the judge reads the
 candidate's bytes at the reference's slots: never a size or place the candidate chose.
-The checked calls' outputs of the two rounds are compared (`rounds.pair_verdict`). A tare round (the
-reference's runner returning the reference's outputs at once) measures the harness. The
-parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the verdict, and the
-candidate's failure if any.
+The checked calls' outputs of the two rounds are compared (`rounds.pair_verdict`). A
+tare round (the reference's runner returning the reference's outputs at once) measures
+the harness. The parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the
+verdict, and the candidate's failure if any.
 """
 
 from __future__ import annotations
@@ -218,9 +218,9 @@ class _Judge:
         and, with `tare`, the tare's seconds, inside the side. Orders alternate, so with the
         tare there whichever runner goes first follows its own work of the pair before
         and whichever goes second follows the other's. With the tare after both sides the
-        candidate always followed the reference's runner and the reference, first, its
-        own: the reference read about 3% faster when first, the candidate no faster
-        (same code, H100, 2026-11-26), a lean crossover blocks cannot cancel."""
+        candidate, first, followed the reference's runner and read 1-6% slower for it;
+        with the tare here, no slower (same code, H100, 2026-11-26:
+        docs/measurements/2026-11-26-tare-side.md)."""
         with self.turns.reference_side():
             refs = warm + [
                 self.reference_round(case, staged, plan)
