@@ -11,6 +11,7 @@ import logging
 
 import pytest
 
+from evaluator.contract import ProblemStatus
 from evaluator.host import bubblewrap, rlimits, sandbox
 from evaluator.host.settings import load_settings
 from evaluator.judge.confinement import check_cuda_inside, start_sandbox
@@ -75,7 +76,7 @@ def test_an_honest_bundle_leaves_nothing_behind(caplog):
     with caplog.at_level(logging.WARNING, logger="evaluator"):
         files = {"honest.py": attacks.HONEST}
         result = judge_files(files, {"honest": attacks.problem("honest")}, settings, "sweep")
-    assert result["honest"].status == "passed", result["honest"].message
+    assert result["honest"].status == ProblemStatus.PASSED, result["honest"].message
     assert "left behind" not in caplog.text
 
 
