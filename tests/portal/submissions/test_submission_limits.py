@@ -3,7 +3,7 @@ alike)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.accounts.services import team_disqualify
 from portal.submissions.models import Submission
-from portal.submissions.quotas import team_submission_quota
+from portal.submissions.quotas import clock, team_submission_quota
 from portal.submissions.services import SubmissionError, submission_create
 from tests.portal.bundles import solving, upload
 from tests.portal.factories import SubmissionFactory
@@ -204,3 +204,9 @@ def test_an_upload_that_lands_meanwhile_takes_the_last_slot_and_nothing_is_kept(
     assert Submission.objects.count() == 3
     assert set(_stored()) - set(before) == {Path(bobs[0].bundle.path)}
     assert sent == []
+
+
+def test_a_slot_that_frees_tomorrow_says_the_day():
+    now = datetime(2026, 11, 26, 23, 35, tzinfo=UTC)
+    assert clock(now + timedelta(minutes=45), now) == "Nov 27 00:20 UTC (in 45 min)"
+    assert clock(now + timedelta(minutes=20), now) == "23:55 UTC (in 20 min)"
