@@ -279,18 +279,20 @@ class _Judge:
         calls = min(
             asked, int(ROUND_TARGET_S / max(per_call_s, 1e-9)), ROUND_BYTES // per_call_bytes
         )
-        agreed = torch.tensor([max(min(MIN_CALLS, asked), calls)], device=self.device)
-        torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
-        return int(agreed.item())
+        return self.agree(max(min(MIN_CALLS, asked), calls), torch.distributed.ReduceOp.MIN)
 
     def anyone(self, mine: bool) -> bool:
         """Whether any judge says yes. A round run again on one rank only would have its
         runner call its collectives alone, a hang: the reference's outputs may outgrow
         their rooms on one rank (outputs of rank-dependent sizes), and a candidate may
         claim so on one rank. Every judge runs such a round again, or none."""
-        flag = torch.tensor([int(mine)], device=self.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        return bool(flag.item())
+        return bool(self.agree(int(mine), torch.distributed.ReduceOp.MAX))
+
+    def agree(self, mine: int, op: Any) -> int:
+        """Every judge's `mine` reduced by `op`: what all judges then act on alike."""
+        value = torch.tensor([mine], device=self.device)
+        torch.distributed.all_reduce(value, op=op)
+        return int(value.item())
 
     def stage(self, case: Case, seeds: list[int]) -> Staged:
         """Every call's inputs, made here from their seeds, in one buffer of the arena's
