@@ -70,6 +70,7 @@ class ProblemRun:
     import_failure: ImportFailure | None = None  # from the compile pass
     bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
     deadline: float = 0.0
+    cases_after: int = 0  # the problem's cases still to come after the one being timed
     # Bundle code may have patched its processes: not kept for the next problem.
     restart_candidates: bool = False
     result: ProblemResult = field(init=False)
@@ -104,7 +105,9 @@ class ProblemRun:
         self.deadline = time.monotonic() + self.settings.problem_timeout_s
         try:
             self._load()
-            for case in self._cases():
+            cases = self._cases()
+            for i, case in enumerate(cases):
+                self.cases_after = len(cases) - 1 - i
                 self._evaluate_case(case)
             self._summarize()
         except Failure as failure:
@@ -273,11 +276,14 @@ class ProblemRun:
 
     def _more(self, result: CaseResult, began: float) -> bool:
         """Another pair: the interval is still wider than asked, and the problem's time
-        allows three more pairs at the pace so far."""
+        allows three more pairs at the pace so far while keeping, for each case still to
+        come, as long as this one has taken: the first case of a problem cannot take the
+        time its last needs to settle."""
         if result.settled is not False:
             return False
-        pace = (time.monotonic() - began) / max(1, len(result.rounds))
-        return self.deadline - time.monotonic() > 3 * pace
+        now = time.monotonic()
+        pace = (now - began) / max(1, len(result.rounds))
+        return self.deadline - now > 3 * pace + self.cases_after * (now - began)
 
     def _pair(
         self,

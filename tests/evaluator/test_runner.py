@@ -254,3 +254,38 @@ def test_pairs_are_added_until_the_interval_settles_or_the_cap(target, pairs, se
     (case,) = result.cases
     assert (case.pairs, len(case.rounds), case.settled) == (pairs, pairs, settled)
     assert [r["first"] for r in case.rounds] == ["reference", "candidate"] * (pairs // 2)
+
+
+def test_a_problems_first_case_leaves_its_last_the_time_to_take_as_many_pairs():
+    """Pairs past the least are added while the problem's time allows, keeping for each
+    case still to come as long as this one has taken: a first case that never settles
+    cannot take the time its last needs (it took all but three pairs' worth of it, and
+    the last case then got its least, or a timeout)."""
+    from tests.redteam import attacks
+
+    honest = attacks.problem("rt-honest")
+    cases = (honest.dev_cases[0], dataclasses.replace(honest.dev_cases[0], name="dev-tiny-2"))
+    catalog = {"rt-honest": dataclasses.replace(honest, dev_cases=cases)}
+    settings = dataclasses.replace(
+        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+        trials=1,
+        warmup=1,
+        iters=2,
+        rounds=2,
+        max_rounds=100_000,
+        target_halfwidth=0.0,  # never settles: only the time ends a case
+        problem_timeout_s=6,
+    )
+    (result,), _ = evaluate_bundle(
+        read_bundle("b.zip", make_zip({"rt-honest.py": attacks.HONEST}), known_slugs=catalog),
+        slugs=list(catalog),
+        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+        settings=settings,
+        evaluation_id="test-time-share",
+        problems=catalog,
+    )
+    assert result.status == ProblemStatus.PASSED, result.message
+    first, last = (case.pairs for case in result.cases)
+    assert not any(case.settled for case in result.cases)
+    assert first > settings.rounds and last > settings.rounds, (first, last)
+    assert last >= first / 3, (first, last)
