@@ -126,8 +126,9 @@ class _Runner:
         """The next round's arguments, as views of the arena the judge has not written yet:
         before the judge's start stamp, so that building them is no part of a call.
 
-        A call with "echo" (the reference's runner only) returns those slots of the arena
-        instead of calling anything: the judge times the harness alone that way (a tare)."""
+        A call with "echo" returns those slots of the arena instead of calling anything:
+        the judge times the harness alone that way on the reference's runner (a tare), and
+        ends the candidate's side with the same round, untimed (judge/rank.py)."""
         if self.fn is None or self.base is None:
             raise RuntimeError("a round before the load and the arena")
         base, fn = self.base, self.fn

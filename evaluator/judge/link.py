@@ -1,4 +1,5 @@
-"""A judge's side of one runner: the pipe, the arena the judge owns, and its clock.
+"""A judge's side of one runner: the pipe, the arena the judge owns, and its clock (with
+the collector paused while it runs).
 
 The arena is memory only this judge and this runner see, passed as a file descriptor over
 their pipe (SCM_RIGHTS: no name anyone else could open, across users and namespaces):
@@ -15,10 +16,13 @@ the stamp.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import mmap
 import os
 import time
+from collections.abc import Iterator
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
@@ -175,3 +179,21 @@ class Clock:
         self.t1.record()
         self.t1.synchronize()
         return self.t0.elapsed_time(self.t1) / 1e3
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a pair: a collection inside a judge's
+    clock (the reply's JSON is parsed and the checked outputs read before the stop stamp)
+    adds its pause to whichever round it falls in. The judge's allocations differ by
+    side and order, so the pauses did too: with the collector on, the reference read
+    2.5-4.7 us a call slower when it went second on one H100 at 64K and 1M (2026-11-26,
+    docs/measurements/2026-11-26-order-effect.md); paused, within 1.5 us. What a pair
+    leaves is collected after it, between commands."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

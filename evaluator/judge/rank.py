@@ -13,17 +13,16 @@ its room); the candidate's report is only compared with it, and the judge reads 
 candidate's bytes at the reference's slots: never a size or place the candidate chose.
 The checked calls' outputs of the two rounds are compared (`rounds.pair_verdict`). A
 tare round (the reference's runner returning the reference's outputs at once) measures
-the harness. The parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the
-verdict, and the candidate's failure if any.
+the harness; the candidate's runner ends its side with the same echo round, untimed. The
+parent (`evaluator.judge.problem_run`) gets JSON: the rounds' times, the verdict, and the
+candidate's failure if any.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import traceback
-from collections.abc import Iterator
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,25 +30,25 @@ from typing import Any
 import torch
 
 from evaluator import rank_process
-from evaluator.candidate import arena
 from evaluator.judge import replies
-from evaluator.judge.link import Clock, RunnerGone, RunnerLink
+from evaluator.judge.link import Clock, RunnerGone, RunnerLink, collector_paused
 from evaluator.judge.profiling import profiled_pair
-from evaluator.judge.replies import ReplyError
+from evaluator.judge.replies import Output, ReplyError
 from evaluator.judge.rounds import (
+    Answers,
     Round,
     RunnerFailed,
     Staged,
     input_bytes,
-    input_slots,
     ok,
     pair_verdict,
     rooms_after,
     span,
+    stage,
 )
 from evaluator.judge.turns import Turns
 from evaluator.rank_process import RankSetup, describe, reply
-from problems.spec import Case, InputContext, Problem
+from problems.spec import Case, Problem
 
 # Room for a reference output before the judge knows its size: twice the call's inputs or
 # twice the largest output of the case so far, at least this; a reference that needs more
@@ -63,24 +62,6 @@ SPIN_S = 0.05
 ROUND_TARGET_S = 0.02
 ROUND_BYTES = 1 << 30
 MIN_CALLS = 10
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a pair: a collection inside a judge's
-    clock (the reply's JSON is parsed and the checked outputs read before the stop stamp)
-    adds its pause to whichever round it falls in. The judge's allocations differ by
-    side and order, so the pauses did too: with the collector on, the reference read
-    2.5-4.7 us a call slower when it went second on one H100 at 64K and 1M (2026-11-26,
-    docs/measurements/2026-11-26-order-effect.md); paused, within 1.5 us. What a pair
-    leaves is collected after it, between commands."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def judge_main(conn: Connection, setup: RankSetup) -> None:
@@ -107,12 +88,16 @@ class _Judge:
         self.clock = Clock(device)
         self.problem: Problem | None = None
         self.largest_output: dict[str, int] = {}  # per case name, bytes of one call
+        # Per case name, the rooms and outputs of the reference's last timed round: what
+        # the candidate's echo round returns when it goes first (`candidate_first`).
+        self.last_outputs: dict[str, Answers] = {}
         self.turns = Turns(setup.rank, setup.world_size, self.clock.meet)
 
     def handle(self, op: str, payload: Any) -> dict[str, Any]:
         try:
             if op == "load":
                 self.problem, self.largest_output = payload["problem"], {}
+                self.last_outputs = {}
                 return {"ok": True}
             if op == "ping":
                 return {"ok": True}
@@ -145,17 +130,6 @@ class _Judge:
         except Exception as exc:
             traceback.print_exc()
             return {"ok": False, "error": describe(exc), "traceback": traceback.format_exc()}
-
-    def inputs(self, case: Case, seed: int) -> dict[str, Any]:
-        assert self.problem is not None
-        ctx = InputContext(
-            rank=self.setup.rank,
-            world_size=self.setup.world_size,
-            dtype=case.dtype,
-            device=self.device,
-            seed=seed,
-        )
-        return self.problem.make_inputs(case, ctx)
 
     def pair(
         self,
@@ -191,7 +165,7 @@ class _Judge:
                 refs, cands, harness_s = self.candidate_first(case, stages, plans, tare=tare)
             else:
                 refs, harness_s = self.reference_rounds(case, stages, plans, warm, tare=tare)
-                cands = self.candidate_rounds(stages, refs, plans)
+                cands = self.candidate_rounds(stages, refs, plans, tare=tare)
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
         except RunnerFailed as failed:
@@ -215,30 +189,42 @@ class _Judge:
         tare: bool,
     ) -> tuple[list[Round], float | None]:
         """The reference's side of a pair: its rounds (after `warm`, those already run)
-        and, with `tare`, the tare's seconds, inside the side. Orders alternate, so with the
-        tare there whichever runner goes first follows its own work of the pair before
-        and whichever goes second follows the other's. With the tare after both sides the
-        candidate, first, followed the reference's runner and read 1-6% slower for it;
-        with the tare here, no slower (same code, H100, 2026-11-26:
-        docs/measurements/2026-11-26-tare-side.md)."""
+        and, with `tare`, the tare's seconds, last in the side, as the candidate's side
+        ends with its echo (`echo_last`). With the tare after both sides the candidate,
+        first, followed the reference's runner and read 1-6% slower for it (H100,
+        2026-11-26: docs/measurements/2026-11-26-tare-side.md)."""
         with self.turns.reference_side():
             refs = warm + [
                 self.reference_round(case, staged, plan)
                 for staged, plan in zip(stages[len(warm) :], plans[len(warm) :], strict=True)
             ]
             harness_s = self.tare(stages[-1], refs[-1]) if tare else None
+        self.last_outputs[case.name] = (refs[-1].rooms, refs[-1].outputs)
         return refs, harness_s
 
     def candidate_rounds(
-        self, stages: list[Staged], refs: list[Round], plans: list[list[int]]
+        self, stages: list[Staged], refs: list[Round], plans: list[list[int]], *, tare: bool
     ) -> list[Round]:
         """The candidate's rounds after the reference's: in the reference's rooms, each
-        call's report held against the reference's, checked outputs read at its slots."""
+        call's report held against the reference's, checked outputs read at its slots;
+        with `tare`, its echo round last (`echo_last`)."""
         with self.turns.candidate_side():
-            return [
+            cands = [
                 self.round(self.candidate, staged, ref.rooms, plan, expected=ref)
                 for staged, ref, plan in zip(stages, refs, plans, strict=True)
             ]
+            if tare:
+                self.echo_last(stages[-1], (refs[-1].rooms, refs[-1].outputs), cands[-1])
+        return cands
+
+    def echo_last(self, staged: Staged, outputs: Answers, timed: Round) -> None:
+        """The candidate's side ends as the reference's does, with an echo round of its
+        runner (untimed: its time is the candidate's to move; what it flags is kept). Both
+        runners then do the same work in the same order, in arenas of the same size: with
+        the tare on the reference's side alone, the same code read 1.8-2.4% against the
+        reference (H100, 2026-11-27: docs/measurements/2026-11-27-echo-both-sides.md)."""
+        echo = self.echo(self.candidate, staged, *outputs, heed=False)
+        timed.tampered += echo.tampered
 
     def candidate_first(
         self, case: Case, stages: list[Staged], plans: list[list[int]], *, tare: bool
@@ -249,18 +235,23 @@ class _Judge:
         it sizes nothing beyond it); once the reference has run, every call's report must
         equal the reference's, or it is a wrong answer. Where a room proved short (the
         reference needed more, or the candidate said it did) the candidate's rounds are
-        run again after the reference's, in the reference's rooms. The tare's seconds
-        come third (`reference_rounds`)."""
+        run again after the reference's, in the reference's rooms. Its echo round echoes
+        the reference's outputs of the pair before, where every judge has them in the
+        same rooms. The tare's seconds come third (`reference_rounds`)."""
         rooms = [self.rooms_for(case, staged) for staged in stages]
+        known = self.last_outputs.get(case.name)
+        echoes = tare and not self.anyone(known is None or known[0] != rooms[-1])
         with self.turns.candidate_side():
             cands = [
                 self.round(self.candidate, staged, room, plan, provisional=True)
                 for staged, room, plan in zip(stages, rooms, plans, strict=True)
             ]
+            if echoes and known is not None:
+                self.echo_last(stages[-1], known, cands[-1])
         refs, harness_s = self.reference_rounds(case, stages, plans, [], tare=tare)
         moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
         if self.anyone(moved or any(c.short for c in cands)):
-            return refs, self.candidate_rounds(stages, refs, plans), harness_s
+            return refs, self.candidate_rounds(stages, refs, plans, tare=tare), harness_s
         for cand, ref in zip(cands, refs, strict=True):
             for call, entry in cand.entries.items():
                 why = replies.mismatch(entry, ref.outputs[call])
@@ -295,18 +286,9 @@ class _Judge:
         return int(value.item())
 
     def stage(self, case: Case, seeds: list[int]) -> Staged:
-        """Every call's inputs, made here from their seeds, in one buffer of the arena's
-        layout: a round then writes them all with one copy."""
-        layouts, tensors, end = [], [], 0
-        for seed in seeds:
-            layout, items, end = arena.call_layout(self.inputs(case, seed), end)
-            layouts.append(layout)
-            tensors.append(items)
-        staging = torch.empty(end, dtype=torch.uint8, device=self.device)
-        for layout, items in zip(layouts, tensors, strict=True):
-            for slot, tensor in zip(input_slots(layout), items, strict=True):
-                arena.view(staging, slot).copy_(tensor)
-        return Staged(staging, layouts, end)
+        assert self.problem is not None
+        rank, world_size = self.setup.rank, self.setup.world_size
+        return stage(self.problem, case, seeds, rank, world_size, self.device)
 
     def reference_round(self, case: Case, staged: Staged, checked: list[int]) -> Round:
         """The reference's round; its outputs' rooms are sized from what it returned before
@@ -334,16 +316,30 @@ class _Judge:
         return rooms_after(staged, max([room, *(2 * input_bytes(x) for x in staged.layouts)]))
 
     def tare(self, staged: Staged, ref: Round) -> float:
-        """The reference's runner's round again on the same inputs, each call returning
-        what the reference returned (already in the arena) instead of computing: what the
-        harness alone costs, in the same arena, with the same copies and messages."""
-        shift = max(offset + room for offset, room in ref.rooms) - staged.end
-        rooms = [(offset + shift, room) for offset, room in ref.rooms]
-        echoes = [[out.kind, [s.to_json() for s in out.slots]] for out in ref.outputs]
+        """The harness alone, timed: the reference's runner's echo of its round."""
         try:
-            return self.round(self.reference, staged, rooms, [], echoes=echoes).seconds
+            return self.echo(self.reference, staged, ref.rooms, ref.outputs).seconds
         except (RunnerFailed, RunnerGone) as exc:
             raise RuntimeError(f"the reference's runner failed: {exc}") from None
+
+    def echo(
+        self,
+        link: RunnerLink,
+        staged: Staged,
+        rooms: list[tuple[int, int]],
+        outputs: list[Output],
+        *,
+        heed: bool = True,
+    ) -> Round:
+        """`link`'s runner's round again on the same inputs, each call returning the
+        reference's outputs (at their slots of `rooms`, already in its arena) instead of
+        computing, into rooms past those: the harness alone, with the same copies and
+        messages as a round, in an arena of the same size on both sides. Without `heed`
+        (the candidate's) its reports are kept unread, as a provisional round's are."""
+        shift = max(offset + room for offset, room in rooms) - staged.end
+        moved = [(offset + shift, room) for offset, room in rooms]
+        echoes = [[out.kind, [s.to_json() for s in out.slots]] for out in outputs]
+        return self.round(link, staged, moved, [], echoes=echoes, provisional=not heed)
 
     def round(
         self,

@@ -15,7 +15,10 @@ from evaluator.candidate.arena import Slot
 from evaluator.judge import replies
 from evaluator.judge.compare import compare
 from evaluator.judge.replies import Output, ReplyError
-from problems.spec import Case, Problem
+from problems.spec import Case, InputContext, Problem
+
+# A reference round's rooms and what each call returned there: what an echo round returns.
+Answers = tuple[list[tuple[int, int]], list[Output]]
 
 
 @dataclass
@@ -86,6 +89,26 @@ class Round:
             self.short = True
         elif base is not None:
             self.copy(base, call, output)
+
+
+def stage(
+    problem: Problem, case: Case, seeds: list[int], rank: int, world_size: int, device: torch.device
+) -> Staged:
+    """Every call's inputs, made by the judge from their seeds, in one buffer of the
+    arena's layout: a round then writes them all with one copy."""
+    layouts, tensors, end = [], [], 0
+    for seed in seeds:
+        ctx = InputContext(
+            rank=rank, world_size=world_size, dtype=case.dtype, device=device, seed=seed
+        )
+        layout, items, end = arena.call_layout(problem.make_inputs(case, ctx), end)
+        layouts.append(layout)
+        tensors.append(items)
+    staging = torch.empty(end, dtype=torch.uint8, device=device)
+    for layout, items in zip(layouts, tensors, strict=True):
+        for slot, tensor in zip(input_slots(layout), items, strict=True):
+            arena.view(staging, slot).copy_(tensor)
+    return Staged(staging, layouts, end)
 
 
 def pair_verdict(

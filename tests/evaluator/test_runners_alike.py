@@ -4,8 +4,10 @@
   `candidate_side`): the candidate's runner was already stopped while the reference's
   rounds ran; the reference's now is while the candidate's run (with only the candidate
   stopped, it paid up to 4% more than the reference for going second, on an H100);
-- the tare ends the reference's side (judge/rank.py, `reference_rounds`): whichever side
-  goes first in a pair follows its own runner's work of the pair before;
+- each side ends with its runner's echo round (judge/rank.py: the tare ends the
+  reference's side, `reference_rounds`; an untimed echo the candidate's, `echo_last`):
+  whichever side goes first in a pair follows its own runner's work of the pair before,
+  and whichever goes second follows the other's echo round;
 - a runner exec'd by a launcher starts without address-space randomisation
   (host/sandbox.py: `fixed_layout`; the reference's box: test_reference_box.py)."""
 
@@ -129,22 +131,44 @@ def _note(path: str) -> None:
 NOTING = """
 import struct, time
 import torch.distributed as dist
+from evaluator.candidate import runner
+
+
+def _note(kind):
+    with open(f"{folder}/{{kind}}.{{dist.get_rank()}}", "ab") as f:
+        f.write(struct.pack("d", time.monotonic()))
+
+
+_echo = runner._echo
+
+
+def _noted_echo(base, slots):
+    call = _echo(base, slots)
+
+    def note_then_call(**kwargs):
+        _note("candidate-echo")
+        return call(**kwargs)
+
+    return note_then_call
+
+
+runner._echo = _noted_echo
 
 
 def solution(x):
-    with open(f"{folder}/candidate.{{dist.get_rank()}}", "ab") as f:
-        f.write(struct.pack("d", time.monotonic()))
+    _note("candidate")
     out = x.clone()
     dist.all_reduce(out)
     return out
 """
+KINDS = ("reference", "tare", "candidate", "candidate-echo")
 
 
 def _who_ran(folder: Path, rank: int) -> list[str]:
-    """Which runner's calls came in turn on `rank`, in order: runs of "reference",
-    "tare" and "candidate", each run of one kind's calls once."""
+    """Which runner's calls came in turn on `rank`, in order: runs of each of KINDS,
+    each run of one kind's calls once."""
     notes = []
-    for kind in ("reference", "tare", "candidate"):
+    for kind in KINDS:
         path = folder / f"{kind}.{rank}"
         data = path.read_bytes() if path.exists() else b""
         notes += [(t, kind) for (t,) in struct.iter_unpack("d", data)]
@@ -155,7 +179,7 @@ def _who_ran(folder: Path, rank: int) -> list[str]:
     return turns
 
 
-def test_the_tare_ends_the_references_side_so_either_side_first_follows_its_own_work():
+def test_each_side_ends_with_its_runners_echo_so_either_side_second_follows_an_echo():
     reference_first_pairs = 2
     with reachable_folder("tare-notes", candidates_write=True) as notes:
         reference = functools.partial(noting_reference, folder=str(notes))
@@ -173,12 +197,20 @@ def test_the_tare_ends_the_references_side_so_either_side_first_follows_its_own_
     assert result.status == ProblemStatus.PASSED, result.message
     for rank_turns in turns:
         tares = [i for i, kind in enumerate(rank_turns) if kind == "tare"]
+        echoes = [i for i, kind in enumerate(rank_turns) if kind == "candidate-echo"]
         # A tare in every timed pair of every case, each right after the reference's
         # rounds, never after the candidate's (as it came in reference-first pairs when
         # it ran after both sides: there the reference went first after its own tare,
         # the candidate always after the reference's runner).
         assert len(tares) >= 2 * reference_first_pairs * len(result.cases), rank_turns
         assert all(rank_turns[i - 1] == "reference" for i in tares), rank_turns
+        # And an echo of the candidate's runner in every timed pair, in either order,
+        # right after the candidate's rounds: the reference, second, follows it as the
+        # candidate, second, follows the tare.
+        assert len(echoes) == len(tares), rank_turns
+        assert all(rank_turns[i - 1] == "candidate" for i in echoes), rank_turns
+        after = [rank_turns[i + 1] for i in echoes if i + 1 < len(rank_turns)]
+        assert "candidate" in after, rank_turns  # a candidate-first pair, echo included
 
 
 def test_the_candidates_runner_starts_without_address_space_randomisation():
