@@ -19,6 +19,7 @@ returned against what the reference returned (docs/security.md).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
@@ -59,6 +60,12 @@ class _Runner:
         self.pending: list[tuple[Callable[..., Any], dict[str, Any], int, int]] = []
         self.placed: dict[tuple[int, int], _Placed] = {}  # by room: what last went there
         self.profiling: profiler.Session | None = None  # a profile run's round only
+        # Python's cyclic collector is off from a round's "prepare" to the reply to its
+        # "go", in both runners alike, and back on after: a collection inside the
+        # judge's clock adds its pause to whichever round it falls in, as the judge's
+        # own did (judge/link.py, `collector_paused`). Bundle code may turn it on again
+        # in its own process: its own rounds then pay for it.
+        self.collector = False
 
     def serve(self) -> None:
         # The copy kernel loads now, not in the first round the judge times.
@@ -73,11 +80,17 @@ class _Runner:
                     return  # the evaluator or the judge is gone
                 if op == "stop":
                     return
+                if op == "prepare":
+                    self.collector = self.collector or gc.isenabled()
+                    gc.disable()
                 answer = self.handle(op, payload, conn)
                 rank_process.flush()
                 reply(conn, {"step": step, **answer})
                 if op == "prepare":  # the judge's "go" follows at once: no wake-up in it
                     rank_process.wait_readable(conn, self.spin_s)
+                elif self.collector:
+                    self.collector = False
+                    gc.enable()
 
     def handle(self, op: str, payload: Any, conn: Connection) -> dict[str, Any]:
         try:

@@ -8,6 +8,8 @@
   reference's side, `reference_rounds`; an untimed echo the candidate's, `echo_last`):
   whichever side goes first in a pair follows its own runner's work of the pair before,
   and whichever goes second follows the other's echo round;
+- Python's cyclic collector is off in either runner while a round runs
+  (candidate/runner.py);
 - a runner exec'd by a launcher starts without address-space randomisation
   (host/sandbox.py: `fixed_layout`; the reference's box: test_reference_box.py)."""
 
@@ -68,6 +70,18 @@ def solution(x):
     out = x.clone()
     dist.all_reduce(out)
     return out if FIXED else out + 1  # a wrong answer where the layout is random
+"""
+
+
+COLLECTOR = """
+import gc
+import torch.distributed as dist
+
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out + 1 if gc.isenabled() else out  # a wrong answer where the collector runs
 """
 
 
@@ -218,3 +232,10 @@ def test_the_candidates_runner_starts_without_address_space_randomisation():
     settings = small_settings("layout-secret-0123456789", warmup=1, iters=2, rounds=1)
     result = judge_files({"layout.py": LAYOUT}, catalog, settings, "layout")["layout"]
     assert result.status == ProblemStatus.PASSED, result.message
+
+
+def test_the_runners_collector_is_off_while_a_round_runs():
+    catalog = {"collector": attacks.problem("collector")}
+    settings = small_settings("collector-secret-0123456789", warmup=1, iters=4, rounds=2)
+    result = judge_files({"collector.py": COLLECTOR}, catalog, settings, "collector")
+    assert result["collector"].status == ProblemStatus.PASSED, result["collector"].message
