@@ -24,7 +24,7 @@ from evaluator.intake.compile import ImportFailure
 from evaluator.judge.pool import RankPools
 from evaluator.judge.rank_pool import PoolTimeout, RankDied, Reply
 from evaluator.judge.roofline import apply_roofline
-from evaluator.judge.seeds import trial_seed
+from evaluator.judge.seeds import checked_calls, trial_seed
 from evaluator.judge.stats import geomean, net_of_harness
 from problems.spec import Case, Problem
 
@@ -210,22 +210,6 @@ class ProblemRun:
     def calls_per_round(self) -> int:
         return max(1, math.ceil(self.settings.iters / self.settings.rounds))
 
-    def _checked_calls(self, calls: int) -> dict[int, list[int]]:
-        """Timed calls whose outputs the judges check, by pair: the last call of the last
-        of the first `rounds` pairs, and others drawn at random over those pairs, here,
-        where no runner sees the draw (the judges copy those outputs before their stop
-        stamps, so nothing a runner can observe depends on the draw but the time of a copy
-        it cannot see). Pairs past `rounds` (`_more`)
-        check their last call and one drawn call each."""
-        rounds = self.settings.rounds
-        others = [(k, i) for k in range(rounds) for i in range(calls)][:-1]
-        count = min(len(others), self.settings.timed_checks - 1)
-        drawn = {(rounds - 1, calls - 1), *random.SystemRandom().sample(others, max(0, count))}
-        plan: dict[int, list[int]] = {}
-        for k, i in sorted(drawn):
-            plan.setdefault(k, []).append(i)
-        return plan
-
     def _time_side_by_side(self, case: Case, result: CaseResult) -> None:
         """Pairs of rounds on the same inputs, the side that goes first alternating
         (A B, B A, A B ...): both are timed in the same minutes, each pair gives one
@@ -242,7 +226,7 @@ class ProblemRun:
         checked = [system.randrange(len(settle))]
         warmup = self._warmup(case, -1)
         calls = self._pair(case, result, settle, checked, warmup=warmup, timed=True, fit=True)[3]
-        plan = self._checked_calls(calls)
+        plan = checked_calls(self.settings.rounds, calls, self.settings.timed_checks)
         began = time.monotonic()
         for k in range(self.settings.most_rounds):
             if k >= self.settings.rounds and not self._more(result, began):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.host.settings import SettingsError, _candidate_user, env_bool, load_settings
-from evaluator.judge.seeds import trial_seed
+from evaluator.judge.seeds import checked_calls, trial_seed
 
 SECRET = b"s" * 32
 
@@ -147,3 +147,12 @@ def test_the_pairs_adapt_between_bounds_the_host_sets():
         load_settings({**gpu, "PKB_MAX_ROUNDS": "8"})
     with pytest.raises(SettingsError, match="PKB_TARGET_HALFWIDTH must be a number"):
         load_settings({"PKB_TARGET_HALFWIDTH": "tight"})
+
+
+def test_the_checked_calls_hold_the_last_least_pairs_last_call_and_the_rest_drawn():
+    plan = checked_calls(rounds=3, calls=4, timed_checks=5)
+    drawn = [(k, i) for k, calls in plan.items() for i in calls]
+    assert (2, 3) in drawn and len(drawn) == len(set(drawn)) == 5
+    assert all(0 <= k < 3 and 0 <= i < 4 for k, i in drawn)
+    # Never more than the least pairs hold.
+    assert sum(map(len, checked_calls(rounds=1, calls=2, timed_checks=10).values())) == 2
