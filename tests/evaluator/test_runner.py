@@ -223,6 +223,29 @@ def test_a_correct_problem_after_failing_ones_still_passes(failing):
     assert result.speedup > 0
 
 
+def _honest_pairs(catalog: dict, evaluation_id: str, **settings: object) -> ProblemResult:
+    """The honest solution of `catalog`'s one problem judged on CPU at two ranks, with one
+    warm-up call and two-call rounds, at least two pairs (`settings` the rest)."""
+    from tests.redteam import attacks
+
+    (result,), _ = evaluate_bundle(
+        read_bundle("b.zip", make_zip({"rt-honest.py": attacks.HONEST}), known_slugs=catalog),
+        slugs=list(catalog),
+        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+        settings=dataclasses.replace(
+            load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
+            trials=1,
+            warmup=1,
+            iters=2,
+            rounds=2,
+            **settings,
+        ),
+        evaluation_id=evaluation_id,
+        problems=catalog,
+    )
+    return result
+
+
 @pytest.mark.parametrize(
     ("target", "pairs", "settled"), [(0.0, 4, False), (100.0, 2, True)], ids=["cap", "settled"]
 )
@@ -232,23 +255,12 @@ def test_pairs_are_added_until_the_interval_settles_or_the_cap(target, pairs, se
     from tests.redteam import attacks
 
     catalog = {"rt-honest": attacks.problem("rt-honest")}
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
-        trials=1,
-        warmup=1,
-        iters=2,
-        rounds=2,
+    result = _honest_pairs(
+        catalog,
+        f"test-adaptive-{target}",
         max_rounds=4,
         target_halfwidth=target,
         problem_timeout_s=30,
-    )
-    (result,), _ = evaluate_bundle(
-        read_bundle("b.zip", make_zip({"rt-honest.py": attacks.HONEST}), known_slugs=catalog),
-        slugs=list(catalog),
-        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-        settings=settings,
-        evaluation_id=f"test-adaptive-{target}",
-        problems=catalog,
     )
     assert result.status == ProblemStatus.PASSED, result.message
     (case,) = result.cases
@@ -266,26 +278,15 @@ def test_a_problems_first_case_leaves_its_last_the_time_to_take_as_many_pairs():
     honest = attacks.problem("rt-honest")
     cases = (honest.dev_cases[0], dataclasses.replace(honest.dev_cases[0], name="dev-tiny-2"))
     catalog = {"rt-honest": dataclasses.replace(honest, dev_cases=cases)}
-    settings = dataclasses.replace(
-        load_settings({"PKB_SEED_SECRET": "test-secret-0123456789"}),
-        trials=1,
-        warmup=1,
-        iters=2,
-        rounds=2,
+    result = _honest_pairs(
+        catalog,
+        "test-time-share",
         max_rounds=100_000,
         target_halfwidth=0.0,  # never settles: only the time ends a case
         problem_timeout_s=6,
     )
-    (result,), _ = evaluate_bundle(
-        read_bundle("b.zip", make_zip({"rt-honest.py": attacks.HONEST}), known_slugs=catalog),
-        slugs=list(catalog),
-        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-        settings=settings,
-        evaluation_id="test-time-share",
-        problems=catalog,
-    )
     assert result.status == ProblemStatus.PASSED, result.message
     first, last = (case.pairs for case in result.cases)
     assert not any(case.settled for case in result.cases)
-    assert first > settings.rounds and last > settings.rounds, (first, last)
+    assert first > 2 and last > 2, (first, last)  # more than the least pairs each
     assert last >= first / 3, (first, last)

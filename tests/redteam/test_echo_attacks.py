@@ -27,6 +27,7 @@ HOSTILE = {
     "tuple": "(torch.ones(256), torch.ones(256))",
     "none": "None",
 }
+RAISES = 'raise RuntimeError("no echo from this runner")'
 
 TEMPLATE = """
 import torch
@@ -36,7 +37,7 @@ from evaluator.candidate import runner
 
 def _hostile_echo(base, slots):
     def call(**kwargs):
-        return {hostile}
+        {body}
 
     return call
 
@@ -50,32 +51,11 @@ def solution(x):
     return out
 """
 
-RAISING = """
-import torch.distributed as dist
-from evaluator.candidate import runner
-
-
-def _raising_echo(base, slots):
-    def call(**kwargs):
-        raise RuntimeError("no echo from this runner")
-
-    return call
-
-
-runner._echo = _raising_echo
-
-
-def solution(x):
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-"""
-
 
 @pytest.fixture(scope="module")
 def judged():
-    files = {f"echo-{name}.py": TEMPLATE.format(hostile=h) for name, h in HOSTILE.items()}
-    files["echo-raises.py"] = RAISING
+    files = {f"echo-{name}.py": TEMPLATE.format(body=f"return {h}") for name, h in HOSTILE.items()}
+    files["echo-raises.py"] = TEMPLATE.format(body=RAISES)
     for name in [*HOSTILE, "raises"]:
         files[f"echo-after-{name}.py"] = attacks.HONEST
     catalog = {path[:-3]: attacks.problem(path[:-3]) for path in files}
