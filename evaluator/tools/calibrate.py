@@ -71,9 +71,11 @@ def calibrate(
 
 def _same_code(rounds: list[dict[str, Any]], judged: list[CaseResult]) -> list[dict[str, Any]]:
     """Per case: the speedup as judged, which should read 1.00 (same code on both sides),
-    its interval, how many pairs it took and whether it settled, the pairs' range, and the
+    its interval, how many pairs it took and whether it settled, the pairs' range, the
     median ratio of the pairs by which side went first (an order effect shows as a gap
-    between the two; the crossover blocks of the speedup cancel it)."""
+    between the two; the crossover blocks of the speedup cancel it), and each side's
+    median net time first and second (`by_position`): a side that pays for its position
+    and the other does not leans the speedup by half the difference."""
     ratios: dict[str, dict[str, list[float]]] = {}
     for pair in rounds:
         if pair["candidate_us"] > 0:
@@ -91,14 +93,31 @@ def _same_code(rounds: list[dict[str, Any]], judged: list[CaseResult]) -> list[d
             "candidate_first": _median(r["candidate"]),
             "pairs": c.pairs,
             "settled": c.settled,
+            "by_position": _by_position([p for p in rounds if p["case"] == c.case]),
         }
         for c in judged
         if (r := ratios.get(c.case))
     ]
 
 
+def _by_position(pairs: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Each side's median net time (us a call) in the pairs where it went first, and
+    where it went second."""
+    return {
+        f"{side}_{position}_us": _median(
+            [p[f"{side}_us"] for p in pairs if (p["first"] == side) == (position == "first")]
+        )
+        for side in ("reference", "candidate")
+        for position in ("first", "second")
+    }
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _median(values: list[float]) -> float | None:
@@ -129,6 +148,21 @@ def clock_markdown(report: dict[str, Any]) -> str:
             f"{c['low']:.3f} - {c['high']:.3f} | {c['min']:.2f} | {c['max']:.2f} | "
             f"{_ratio(c.get('reference_first'))} | {_ratio(c.get('candidate_first'))} |"
         )
+    lines += [
+        "",
+        "Each side's median net time (us a call) by its place in the pair:",
+        "",
+        "| case | reference first | reference second | candidate first | candidate second |",
+        "|---|---|---|---|---|",
+    ]
+    for c in report["cases"]:
+        at = c.get("by_position") or {}
+        cells = [
+            _us(at.get(f"{side}_{position}_us"))
+            for side in ("reference", "candidate")
+            for position in ("first", "second")
+        ]
+        lines.append(f"| {c['case']} | " + " | ".join(cells) + " |")
     lines += ["", "| case | pair | reference (us per call) | candidate (us per call) |"]
     lines.append("|---|---|---|---|")
     counts: dict[str, int] = {}

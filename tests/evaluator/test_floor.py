@@ -33,7 +33,11 @@ def test_same_code_on_both_sides_writes_every_pair_and_its_speedups(monkeypatch)
     assert [c["pairs"] for c in report["cases"]] == [3, 3]
     for case in report["cases"]:
         assert case["low"] <= case["median"] <= case["high"]
+        # Three pairs, the first side alternating: each side went first and second.
+        assert all(v > 0 for v in case["by_position"].values()), case["by_position"]
+        assert len(case["by_position"]) == 4
     assert "| n=1024 | 3 |" in markdown and "| speedup |" in markdown
+    assert "| case | reference first | reference second |" in markdown
 
 
 def test_the_floor_command_runs_over_gloo(monkeypatch):
