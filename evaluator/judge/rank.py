@@ -335,7 +335,7 @@ class _Judge:
         reference's outputs (at their slots of `rooms`, already in its arena) instead of
         computing, into rooms past those: the harness alone, with the same copies and
         messages as a round, in an arena of the same size on both sides. Without `heed`
-        (the candidate's) its reports are kept unread, as a provisional round's are."""
+        (the candidate's) its reports are read as a provisional round's are and never acted on."""
         shift = max(offset + room for offset, room in rooms) - staged.end
         moved = [(offset + shift, room) for offset, room in rooms]
         echoes = [[out.kind, [s.to_json() for s in out.slots]] for out in outputs]
