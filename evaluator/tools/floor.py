@@ -116,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", default="", help="elements per case, comma-separated (default: the table's)"
     )
     parser.add_argument("--cpu", action="store_true", help="the floor over gloo, to try it")
-    parser.add_argument("--port", type=int, default=29561, help="the floor's rendezvous port")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.update(NO_MULTICAST)

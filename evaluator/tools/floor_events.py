@@ -18,6 +18,7 @@ import argparse
 import multiprocessing as mp
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from queue import Empty
@@ -50,26 +51,36 @@ def events_lines(world: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     """The events and fresh lines, from one process per rank (started here)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_take_rank, args=(r, world, args, queue)) for r in range(world)]
-    for proc in procs:
-        proc.start()
-    lines = _from_rank_zero(queue, procs)
-    for proc in procs:
-        proc.join()
+    with tempfile.TemporaryDirectory(prefix="pkb-floor-") as folder:
+        store = f"{folder}/rendezvous"
+        procs = [
+            ctx.Process(target=_take_rank, args=(r, world, args, store, queue))
+            for r in range(world)
+        ]
+        for proc in procs:
+            proc.start()
+        lines = _from_rank_zero(queue, procs)
+        for proc in procs:
+            proc.join()
     return lines
 
 
 class EventsBeside:
     """One process per rank for an evaluator pass: `burst(line)` times one burst of the
-    line on every rank (the slowest rank's per-call time). Its rendezvous is the floor's
-    port plus one, apart from `events_lines`'s."""
+    line on every rank (the slowest rank's per-call time). Its rendezvous is a file of its
+    own, as every group's here: a port, even one free when picked, can be taken by any
+    process's outgoing connection before the ranks bind it."""
 
     def __init__(self, world: int, args: argparse.Namespace) -> None:
         ctx = mp.get_context("spawn")
         self.results = ctx.Queue()
         self.orders = [ctx.Queue() for _ in range(world)]
+        self.folder = tempfile.TemporaryDirectory(prefix="pkb-floor-")
+        store = f"{self.folder.name}/rendezvous"
         self.procs = [
-            ctx.Process(target=_beside_rank, args=(r, world, args, self.orders[r], self.results))
+            ctx.Process(
+                target=_beside_rank, args=(r, world, args, store, self.orders[r], self.results)
+            )
             for r in range(world)
         ]
         for proc in self.procs:
@@ -88,6 +99,7 @@ class EventsBeside:
             proc.join(timeout=30)
             if proc.is_alive():
                 proc.kill()
+        self.folder.cleanup()
 
 
 def _from_rank_zero(queue: Any, procs: list[Any]) -> Any:
@@ -101,8 +113,10 @@ def _from_rank_zero(queue: Any, procs: list[Any]) -> Any:
                 raise SystemExit("a rank failed") from None
 
 
-def _take_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> None:
-    device, lines = _rank_lines(rank, world, args, args.port)
+def _take_rank(
+    rank: int, world: int, args: argparse.Namespace, store: str, queue: Any
+) -> None:
+    device, lines = _rank_lines(rank, world, args, store)
     taken = []
     for (name, n), (fn, make) in lines.items():
         events = _events_over(fn, [make(0)], args, device)
@@ -121,9 +135,9 @@ def _take_rank(rank: int, world: int, args: argparse.Namespace, queue: Any) -> N
 
 
 def _beside_rank(
-    rank: int, world: int, args: argparse.Namespace, orders: Any, results: Any
+    rank: int, world: int, args: argparse.Namespace, store: str, orders: Any, results: Any
 ) -> None:
-    device, lines = _rank_lines(rank, world, args, args.port + 1)
+    device, lines = _rank_lines(rank, world, args, store)
     inputs = {line: [make(0)] for line, (_, make) in lines.items()}
     if rank == 0:
         results.put("ready")
@@ -136,14 +150,14 @@ def _beside_rank(
 
 
 def _rank_lines(
-    rank: int, world: int, args: argparse.Namespace, port: int
+    rank: int, world: int, args: argparse.Namespace, store: str
 ) -> tuple[torch.device, dict[Line, tuple[Callable[..., Any], Callable[[int], dict]]]]:
     """This rank's device, in a process group of the floor's own, and every line's
     solution with a maker of its inputs from a seed."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    rendezvous = f"file://{store}"
     if args.cpu:
         device, dtype = torch.device("cpu"), "float32"
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=world)
     else:
         device, dtype = torch.device("cuda", rank), "bfloat16"
         # Where the evaluator runs this rank's runners (unpinned, the same calls read up
@@ -152,7 +166,9 @@ def _rank_lines(
         if cores:
             os.sched_setaffinity(0, set(cores))
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device)
+        dist.init_process_group(
+            "nccl", init_method=rendezvous, rank=rank, world_size=world, device_id=device
+        )
     lines: dict[Line, tuple[Callable[..., Any], Callable[[int], dict]]] = {}
     for n in sizes_of(args, cpu=args.cpu):
         case = Case(f"n={n}", dtype, {"n": n})

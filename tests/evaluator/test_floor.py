@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 
 import pytest
 
@@ -43,16 +42,12 @@ def test_same_code_on_both_sides_writes_every_pair_and_its_speedups(monkeypatch)
 def test_the_floor_command_runs_over_gloo(monkeypatch):
     """The GPU command's every path (the ranks it starts, the events taken alone and
     beside the evaluator's pairs, the whole evaluator at two round lengths), on CPU."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     with reachable_folder("floor-cpu") as folder:
         monkeypatch.setenv("PKB_SEED_SECRET", "floor-secret-0123456789")
         monkeypatch.setenv("PKB_SCRATCH_DIR", str(folder))
         out = folder / "out"
         argv = ["--cpu", "--iters", "5", "--bursts", "2", "--rounds", "2", "--calls", "3,6"]
         argv += ["--repeats", "2"]
-        argv += ["--port", str(port)]
         assert floor.main([*argv, "--out", str(out)]) == 0
         report = json.loads((out / "floor.json").read_text())
         markdown = (out / "floor.md").read_text()
