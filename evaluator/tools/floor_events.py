@@ -113,9 +113,7 @@ def _from_rank_zero(queue: Any, procs: list[Any]) -> Any:
                 raise SystemExit("a rank failed") from None
 
 
-def _take_rank(
-    rank: int, world: int, args: argparse.Namespace, store: str, queue: Any
-) -> None:
+def _take_rank(rank: int, world: int, args: argparse.Namespace, store: str, queue: Any) -> None:
     device, lines = _rank_lines(rank, world, args, store)
     taken = []
     for (name, n), (fn, make) in lines.items():
