@@ -3,8 +3,9 @@
 The field's headline metrics (KernelBench and its successors), counted beyond noise:
 
 - fast_p: the share of the published problems in scope that the team solved faster than p
-  times the reference, where "faster" means that the whole 95% interval of the speedup is
-  above p: its lower end is (`Solved.lower`). fast_0 is "solved correctly" (a pass without a
+  times the reference, where "faster" means that the whole interval of the speedup (the
+  judge's, at a nominal 99%: evaluator/judge/stats.py) is above p: its lower end is
+  (`Solved.lower`). fast_0 is "solved correctly" (a pass without a
   timing counts), fast_1 "faster than PyTorch + NCCL". A result without an interval counts
   by its point speedup: only results of older hosts, which reported none, lack one (the
   judge reports one with every timed result). Shares are weighted by `Problem.weight`, so
@@ -29,8 +30,9 @@ What it does not stop: a team that changes its code's meaning with every submiss
 fresh draw each time (the newest counts alone), as many as its submission quota allows; a
 comment or a reformatting is the same code and earns none.
 
-Ranking order, decided here once for every board: fast_1, then fast_0, then geomean, then
-the earlier time of reaching the score (`Row.reached_at`).
+Ranking order, decided here once for every board: fast_1, then fast_0, then the geomean of
+the intervals' lower ends, then the earlier time of reaching the score (`Row.reached_at`).
+Every part of the key is counted beyond noise, as fast_p is.
 
 - fast_1 first because beating PyTorch + NCCL is what the site exists to reward. fast_0
   cannot come first: the reference of every problem is public, so a team that submits it
@@ -38,19 +40,27 @@ the earlier time of reaching the score (`Row.reached_at`).
   solved without writing a single kernel.
 - fast_0 second: between two teams that beat the reference equally often, the one whose
   kernels are correct on more problems has done more of the work.
-- geomean third: it separates teams with the same counts by how much faster they are.
+- the lower ends' geomean third: it separates teams with the same counts by how much
+  faster they are sure to be. Not the point geomean: a team whose code is the reference's
+  draws point speedups on both sides of 1.0, and with every problem solved it would stand
+  above the reference row whenever their geomean came out over 1.0 (a coin toss per board).
+  Its lower ends are under 1.0 wherever its intervals cover 1.0, as they do for the same
+  code, so it stays under the reference. A result without an interval counts its point
+  speedup here, as in fast_p.
 - Earliest wins the tie that remains, as on every contest board.
 
-The reference row (speedup 1.0 everywhere: fast_0 = 1, fast_1 = 0) ranks by the same key;
-a team ties with it only by matching it, and then the reference, there first, stays above.
+The reference row (speedup 1.0 everywhere, no interval: fast_0 = 1, fast_1 = 0, lower
+ends' geomean 1.0) ranks by the same key; a team ties with it only by matching it, and then
+the reference, there first, stays above.
 
 Ties shown where they are: the order above is deterministic, but two teams' scores may not
-be separable within their intervals. Each score has a pessimistic key (`Score.sort_key`'s
-counts with the geomean of the lower ends) and an optimistic one (fast_1 counted on the
-upper ends, the geomean of the upper ends); a team's rank range runs from 1 + the number of
+be separable within their intervals. Each score has a pessimistic key (`Score.sort_key`
+itself: every part at the lower ends) and an optimistic one (fast_1 counted on the upper
+ends, the geomean of the upper ends); a team's rank range runs from 1 + the number of
 teams whose pessimistic key beats its optimistic key to the number of teams whose
-optimistic key reaches its pessimistic key (`rank_ranges`). The board shows "2-4" where
-that range has more than one place.
+optimistic key reaches its pessimistic key (`place_ranges`). The board shows "2-4" where
+that range has more than one place; a problem's table does the same with each result's
+interval (selectors/ranking.py).
 
 Model and agent entries (portal/entries) are scored per attempt, not per counted result:
 an entry declares n samples per problem and k before its first sample, and each problem's
@@ -70,12 +80,12 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 # The rule in one sentence, said once on each surface: the leaderboard page, the API's
 # schema, and pkb's board.
 RULE = (
-    "A problem counts as faster than p only when its whole 95% interval is above p, and "
+    "A problem counts as faster than p only when its whole interval (nominal 99%) is above p, and "
     "each team's newest code counts, pooled over all its runs, so resubmitting the same "
     "code cannot raise its expected score; a rank range such as 2-4 marks teams whose "
     "scores the intervals cannot separate."
@@ -85,6 +95,7 @@ HEADLINE_P = (0, 1, 2)
 CURVE_MAX_P = 4.0
 
 SortKey = tuple[float, float, float]
+K = TypeVar("K", SortKey, float)
 
 
 class Solved(NamedTuple):
@@ -107,6 +118,12 @@ class Solved(NamedTuple):
     @property
     def upper(self) -> float | None:
         return self.high if self.high is not None else self.speedup
+
+
+def faster_beyond_noise(speedup: float | None, low: float | None) -> bool:
+    """A result's "faster" mark wherever it is shown: as fast_1 counts it, its interval's
+    lower end (its speedup without one) above 1."""
+    return _above(Solved(speedup, low=low), 1)
 
 
 def _above(solved: Solved, p: float, *, optimistic: bool = False) -> bool:
@@ -233,12 +250,12 @@ class Score:
         return self.fast[2]
 
     def sort_key(self) -> SortKey:
-        """Larger is better; see the module's docstring for the order."""
-        return (self.fast_1, self.fast_0, self.geomean or 0.0)
+        """Larger is better; see the module's docstring for the order. Every part is at the
+        intervals' lower ends: the board's order is the pessimistic one."""
+        return (self.fast_1, self.fast_0, self.geomean_low or 0.0)
 
     def pessimistic_key(self) -> SortKey:
-        """The sort key at the intervals' lower ends (fast_1 already counts them)."""
-        return (self.fast_1, self.fast_0, self.geomean_low or 0.0)
+        return self.sort_key()
 
     def optimistic_key(self) -> SortKey:
         """The sort key at the intervals' upper ends."""
@@ -246,20 +263,25 @@ class Score:
 
 
 def rank_ranges(scores: Sequence[Score]) -> list[tuple[int, int]]:
-    """Each score's (best, worst) possible place among `scores` within their intervals.
+    """Each score's (best, worst) possible place among `scores` within their intervals."""
+    return place_ranges([s.pessimistic_key() for s in scores], [s.optimistic_key() for s in scores])
+
+
+def place_ranges(pessimistic: Sequence[K], optimistic: Sequence[K]) -> list[tuple[int, int]]:
+    """Each item's (best, worst) possible place, larger keys first, from its pessimistic
+    and optimistic keys (pessimistic <= optimistic, item by item).
 
     Best: 1 + the number of others whose pessimistic key beats its optimistic key; worst:
     the number whose optimistic key reaches its pessimistic key (itself included). Both
-    hold the score's place in the order of `sort_key` (which lies between the two keys),
-    whatever the order of ties. O(n log n): two sorted lists and bisections.
+    hold the item's place in the order of its pessimistic key, whatever the order of ties.
+    O(n log n): two sorted lists and bisections.
     """
-    pessimistic = sorted(s.pessimistic_key() for s in scores)
-    optimistic = sorted(s.optimistic_key() for s in scores)
-    n = len(scores)
+    lows, highs = sorted(pessimistic), sorted(optimistic)
+    n = len(lows)
     ranges = []
-    for score in scores:
-        beaten_by = n - bisect.bisect_right(pessimistic, score.optimistic_key())
-        reached_by = n - bisect.bisect_left(optimistic, score.pessimistic_key())
+    for low, high in zip(pessimistic, optimistic, strict=True):
+        beaten_by = n - bisect.bisect_right(lows, high)
+        reached_by = n - bisect.bisect_left(highs, low)
         ranges.append((1 + beaten_by, max(reached_by, 1 + beaten_by)))
     return ranges
 

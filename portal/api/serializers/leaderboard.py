@@ -106,6 +106,10 @@ class _ProblemResultColumns(serializers.Serializer):
     run_count = serializers.IntegerField(
         help_text="Judged runs of the code the numbers are medians of."
     )
+    is_faster = serializers.BooleanField(
+        help_text="Faster than the reference beyond noise: speedup_low (or, without an "
+        "interval, the speedup) above 1."
+    )
     time_us = serializers.FloatField(allow_null=True, help_text=TIME_HELP)
     ref_time_us = serializers.FloatField(allow_null=True, help_text=REF_TIME_HELP)
     roofline = serializers.FloatField(allow_null=True)
@@ -113,7 +117,19 @@ class _ProblemResultColumns(serializers.Serializer):
 
 
 class ProblemRankingRowSerializer(_ProblemResultColumns):
-    rank = serializers.IntegerField()
+    rank = serializers.IntegerField(
+        help_text="The place in the problem's order: by speedup_low (the speedup without one)."
+    )
+    rank_low = serializers.IntegerField(
+        help_text="The best place the result could take within the speedups' intervals."
+    )
+    rank_high = serializers.IntegerField(
+        help_text="The worst such place; equal to rank_low where the rank is settled."
+    )
+    rank_range = serializers.CharField(
+        allow_null=True,
+        help_text='"rank_low-rank_high" (e.g. "2-3") where results are not separable; else null.',
+    )
     team = serializers.CharField(source="team_name")
     team_slug = serializers.CharField()
 

@@ -11,6 +11,7 @@ from django.utils.safestring import SafeString
 from portal import formats
 from portal.formats import DASH
 from portal.formats import is_number as _is_number
+from portal.leaderboard.scoring import faster_beyond_noise
 from portal.submissions.models import Submission
 
 register = template.Library()
@@ -42,6 +43,15 @@ def speedup(value: float | None) -> str:
 def _field(item: object, name: str) -> object:
     # Results are models and dataclasses; case rows are dicts.
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+@register.filter
+def faster(item: object) -> bool:
+    """Marked faster: beyond noise, as the board counts it (its whole interval above 1)."""
+    speedup, low = _field(item, "speedup"), _field(item, "speedup_low")
+    if not _is_number(speedup):
+        return False
+    return faster_beyond_noise(float(speedup), float(low) if _is_number(low) else None)
 
 
 @register.filter

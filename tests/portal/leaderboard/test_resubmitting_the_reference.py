@@ -71,6 +71,11 @@ def judge(submission: Submission) -> None:
 @pytest.fixture
 def judged(alice, team, problems):
     ProblemFactory(slug="reduce-scatter", title="Reduce-scatter", category=Category.COLLECTIVE)
+    # Every published problem is one the bundle solves: a problem left unsolved would keep
+    # the team under the reference row whatever its speedups.
+    Problem.objects.published().exclude(slug__in=[m.PROBLEM.slug for m in REFERENCES]).update(
+        status=Problem.Status.RETIRED
+    )
     for _ in range(JUDGED):
         submission = submission_create(user=alice, upload=upload(reference_bundle()))
         judge(submission)
@@ -84,11 +89,14 @@ def test_resubmitting_the_references_never_counts_as_faster(judged, problems):
     rows = leaderboard_rows(profile="cpu")
     names = [r.team_name for r in rows]
     [row] = [r for r in rows if r.team_slug == judged.slug]
-    assert row.score.solved == len(REFERENCES)
-    assert row.score.faster == 0 and row.score.fast_1 == 0.0
+    assert row.score.solved == row.score.total == len(REFERENCES)
+    assert row.score.faster == 0 and row.score.fast_1 == 0.0 and row.score.fast_0 == 1.0
     assert names.index(BASELINE_NAME) < names.index(row.team_name)
     for module in REFERENCES:
         problem = Problem.objects.get(slug=module.PROBLEM.slug)
-        [entry] = problem_board(problem=problem, profile="cpu").ranking
+        board = problem_board(problem=problem, profile="cpu")
+        [entry] = board.ranking
         assert entry.run_count == JUDGED  # every draw pooled, none picked
         assert entry.speedup_low is not None and entry.speedup_low <= 1.0, entry
+        assert not entry.is_faster
+        assert [e.kind for e in board.entries] == ["baseline", "team"]
