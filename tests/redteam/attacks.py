@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.intake.archive import MAX_MEMBERS
 from problems.collective import all_reduce
 from problems.spec import Case, Problem
 
@@ -222,19 +223,27 @@ def solution(x):
     ),
     Attack(
         "seed-search",
-        "hunts its process (every object, frame, the environment, /proc/self) for the trial "
+        "hunts its process (every object, every frame's locals, the environment, /proc/self) "
+        "for the trial "
         "seed, regenerates every peer's input from each candidate seed with the catalog's "
         "public generator, and answers locally with no communication",
         "inputs are made by the judge from seeds the candidate never holds -> wrong_answer",
         """
 import gc
 import os
+import sys
 import torch
 from problems.spec import InputContext
 
+def _frames():
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            yield frame.f_locals
+            frame = frame.f_back
+
 def _candidates():
     found = set()
-    for obj in gc.get_objects():
+    for obj in [*gc.get_objects(), *_frames()]:
         values = obj.values() if isinstance(obj, dict) else obj if type(obj) is list else ()
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and v > 1 << 20:
@@ -287,6 +296,27 @@ def solution(x):
         return STASH.pop(0)
     print("pkb-redteam: no stashed answer", flush=True)
     return x.clone()
+""",
+    ),
+    Attack(
+        "input-scribble",
+        "answers right, then zeroes its input after using it, so that a reference run on "
+        "the same buffer, or a later call given it again, would see zeros; it answers zeros "
+        "without communicating whenever a zeroed input comes back",
+        "each runner's inputs are copied from the judge's own every round -> the scribble "
+        "reaches neither the reference nor a later call; an honest pass",
+        """
+import torch
+import torch.distributed as dist
+
+def solution(x):
+    if not x.any():
+        print("pkb-redteam: a zeroed input came back", flush=True)
+        return torch.zeros_like(x)
+    out = x.clone()
+    dist.all_reduce(out)
+    x.zero_()
+    return out
 """,
     ),
     Attack(
@@ -756,6 +786,17 @@ def bundle_files() -> tuple[dict[str, str], list[str]]:
         files[f"rt-after-{attack.name}.py"] = HONEST
         slugs += [f"rt-{attack.name}", f"rt-after-{attack.name}"]
     return files, slugs
+
+
+def bundle_chunks() -> list[tuple[dict[str, str], list[str]]]:
+    """`bundle_files` cut into bundles within a bundle's member limit, each attack beside
+    its honest follower."""
+    files, slugs = bundle_files()
+    chunks = []
+    for start in range(0, len(slugs), MAX_MEMBERS):
+        part = slugs[start : start + MAX_MEMBERS]
+        chunks.append(({f"{slug}.py": files[f"{slug}.py"] for slug in part}, part))
+    return chunks
 
 
 CATALOG: dict[str, Problem] = {slug: problem(slug) for slug in bundle_files()[1]}

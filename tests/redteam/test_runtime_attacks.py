@@ -129,18 +129,24 @@ def evaluated(started_ticks, worker_env, litter_before, judge_pids, repository_h
 
 
 def _evaluate_attacks(scratch_dir: Path):
-    files, slugs = attacks.bundle_files()
-    bundle = read_bundle("attacks.zip", make_zip(files), known_slugs=attacks.CATALOG)
-    results, environment = evaluate_bundle(
-        bundle,
-        slugs=slugs,
-        profile=dataclasses.replace(get_profile("cpu"), world_size=2),
-        settings=settings_for(scratch_dir),
-        evaluation_id="redteam",
-        problems=attacks.CATALOG,
-    )
-    [scratch] = scratch_dir.glob("pkb-eval-*")
-    return {r.slug: r for r in results}, environment, scratch
+    """Every attack, in as many bundles as the member limit needs, one after the other on
+    the same worker: (results by slug, the environment, each slug's scratch folder)."""
+    results: dict[str, ProblemResult] = {}
+    scratches: dict[str, Path] = {}
+    for i, (files, slugs) in enumerate(attacks.bundle_chunks()):
+        bundle = read_bundle(f"attacks-{i}.zip", make_zip(files), known_slugs=attacks.CATALOG)
+        found, environment = evaluate_bundle(
+            bundle,
+            slugs=slugs,
+            profile=dataclasses.replace(get_profile("cpu"), world_size=2),
+            settings=settings_for(scratch_dir),
+            evaluation_id=f"redteam-{i}",
+            problems=attacks.CATALOG,
+        )
+        [scratch] = set(scratch_dir.glob("pkb-eval-*")) - set(scratches.values())
+        results.update({r.slug: r for r in found})
+        scratches.update(dict.fromkeys(slugs, scratch))
+    return results, environment, scratches
 
 
 def result(evaluated, name: str) -> ProblemResult:
@@ -220,6 +226,15 @@ def test_hooking_input_generation_runs_nothing(evaluated):
     r = result(evaluated, "input-hook")
     assert r.status == ProblemStatus.WRONG_ANSWER, text(r)
     assert "input hook ran" not in r.log and "no stashed answer" in r.log
+
+
+def test_writing_into_its_inputs_reaches_neither_the_reference_nor_a_later_call(evaluated):
+    """Issue 22: input mutation by the candidate must not leak into the judge's reference
+    or later calls. Its answers are right, so it passes, and no zeroed input ever came
+    back to it (its cheap path never ran)."""
+    r = result(evaluated, "input-scribble")
+    assert r.status == ProblemStatus.PASSED, text(r)
+    assert "a zeroed input came back" not in text(r)
 
 
 @pytest.mark.parametrize(
@@ -344,7 +359,7 @@ def test_memory_exhaustion_is_a_runtime_error(evaluated):
 def test_a_log_flood_stops_at_the_file_size_limit(evaluated):
     r = result(evaluated, "log-flood")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
-    scratch = evaluated[2]
+    scratch = evaluated[2]["rt-log-flood"]
     sizes = {p.name: p.stat().st_size for p in (scratch / "logs").iterdir()}
     assert not {name: size for name, size in sizes.items() if size > LOG_CAP}
     assert len(r.to_json()["log"]) <= 17 * 1024
@@ -364,7 +379,8 @@ def test_exiting_is_a_runtime_error(evaluated):
 def test_a_detached_daemon_is_killed(evaluated):
     r = result(evaluated, "detached-process")
     assert r.status in (ProblemStatus.RUNTIME_ERROR, ProblemStatus.TIMEOUT), text(r)
-    daemons = [int(p) for p in (evaluated[2] / "tmp" / "daemon-pids").read_text().split()]
+    noted = evaluated[2]["rt-detached-process"] / "tmp" / "daemon-pids"
+    daemons = [int(p) for p in noted.read_text().split()]
     assert len(daemons) == 2  # one per rank
     assert [pid for pid in daemons if noted_pid_running(pid)] == []
 
