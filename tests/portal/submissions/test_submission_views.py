@@ -416,4 +416,4 @@ def test_each_case_says_how_many_pairs_it_took_and_whether_it_settled(
     client.force_login(alice)
     page = client.get(detail_url(done.pk)).content.decode()
     assert '<span class="muted small pairs-note">12 pairs</span>' in page
-    assert "40 pairs, interval still wider than 3% at the cap</span>" in page
+    assert "40 pairs, interval still wider than the host's target at the cap</span>" in page
