@@ -1,19 +1,22 @@
 """The worker's canary: same code judged against itself (`evaluator.judge.canary`) when
 the worker starts, then every PKB_CANARY_INTERVAL_S between evaluations.
 
-A reading out of bounds stops the worker taking work until a later one, every
-PKB_CANARY_RECHECK_S meanwhile, reads in bounds again. The first out-of-bounds reading of a
-streak is taken again at once: a sound host reads out of bounds by chance about once in a
-hundred readings (the intervals' coverage), and a second reading in a row is the fault
-confirmed, not chance; only then does the worker wait out a recheck.
+A reading out of bounds stops the worker taking ranked work until a later one, every
+PKB_CANARY_RECHECK_S meanwhile, reads in bounds again; the modes that never count (test,
+benchmark, profile: their own queue, `HardwareProfile.unranked_queue`) go on meanwhile, so
+a team iterating is not held up by a clock no board reads. The first out-of-bounds reading
+of a streak is taken again at once: a sound host reads out of bounds by chance about once
+in a hundred readings (the intervals' coverage), and a second reading in a row is the
+fault confirmed, not chance; only then does the worker wait out a recheck.
 
-How it stops: the worker cancels its own consumer of its profile's queue (what Celery's
+How it stops: the worker cancels its own consumer of a queue (what Celery's
 `cancel_consumer` control does, for this worker alone), so messages stay in the queue for
 other hosts, and one that was on its way here goes back to it (kombu requeues a message
-for a cancelled queue); nothing is lost. It starts consuming only after its first reading.
-An evaluation is never interrupted: a canary that falls due during one stops the worker
-taking the next, and runs when the running one (and any message already received) is
-done.
+for a cancelled queue); nothing is lost. While a reading is taken it consumes neither
+queue, so nothing runs beside the canary; it starts consuming only after its first
+reading. An evaluation is never interrupted: a canary that falls due during one stops the
+worker taking the next, and runs when the running one (and any message already received)
+is done.
 
 The judging runs in a child process, `python -m evaluator.judge.canary`, so the worker's
 main process keeps its event loop (heartbeats, visibility deadlines) meanwhile. Each
@@ -82,21 +85,27 @@ def canary_plan(env: Mapping[str, str], backend: str) -> CanaryPlan:
 
 class Gate(Protocol):
     def pause(self) -> None: ...
-    def resume(self) -> None: ...
+    def resume(self, *, ranked: bool) -> None: ...
 
 
 class ConsumerGate:
-    """The worker's consumer of its profile's queue: off and on again."""
+    """The worker's consumers of its profile's two queues: both off (a reading is due or
+    being taken), or the unranked one on with the ranked one on or off."""
 
-    def __init__(self, consumer: Any, queue: str) -> None:
-        self.consumer, self.queue = consumer, queue
+    def __init__(self, consumer: Any, profile: HardwareProfile) -> None:
+        self.consumer, self.profile = consumer, profile
 
     def pause(self) -> None:
-        # Also takes the queue out of those a reconnected consumer starts with.
-        self.consumer.cancel_task_queue(self.queue)
+        # Also takes the queues out of those a reconnected consumer starts with.
+        self.consumer.cancel_task_queue(self.profile.queue)
+        self.consumer.cancel_task_queue(self.profile.unranked_queue)
 
-    def resume(self) -> None:
-        self.consumer.add_task_queue(self.queue)  # a no-op while it consumes
+    def resume(self, *, ranked: bool) -> None:
+        self.consumer.add_task_queue(self.profile.unranked_queue)  # a no-op while consumed
+        if ranked:
+            self.consumer.add_task_queue(self.profile.queue)
+        else:
+            self.consumer.cancel_task_queue(self.profile.queue)
 
 
 def busy() -> bool:
@@ -120,7 +129,8 @@ class Watch:
         self.plan, self.profile, self.worker = plan, profile, worker
         self.broker, self.scratch_dir, self.is_busy = broker, scratch_dir, is_busy
         self.due = time.monotonic()  # at start: no work before the first reading
-        self.paused = True
+        self.paused = True  # no work at all: a reading is due, being taken or retaken
+        self.ranked = False  # ranked work too, when not paused: the last verdict in bounds
         self.out_since: float | None = None
         self.strikes = 0  # out-of-bounds readings in a row
         self.gate: Gate | None = None
@@ -135,7 +145,7 @@ class Watch:
         if self.paused:
             gate.pause()
         else:
-            gate.resume()
+            gate.resume(ranked=self.ranked)
 
     def tick(self) -> None:
         if self.child is not None:
@@ -220,11 +230,12 @@ class Watch:
         }
         self._publish(record)
         self.last = record
+        if self.confirmed:
+            self.paused, self.ranked = False, in_bounds
+            if self.gate is not None:
+                self.gate.resume(ranked=in_bounds)
         if in_bounds:
             log.info("canary: same code reads %s: in bounds", describe(record))
-            self.paused = False
-            if self.gate is not None:
-                self.gate.resume()
         elif not self.confirmed:
             log.warning(
                 "canary: same code reads %s: OUT OF BOUNDS (tolerance %s); reading again to "
@@ -235,7 +246,8 @@ class Watch:
         else:
             log.warning(
                 "canary: same code reads %s: OUT OF BOUNDS (tolerance %s), %d readings in a "
-                "row; this worker takes no work until a canary reads in bounds (next in %d s)",
+                "row; this worker takes no ranked work until a canary reads in bounds (next "
+                "in %d s), unranked work meanwhile",
                 describe(record),
                 self.plan.tolerance,
                 self.strikes,
@@ -300,7 +312,7 @@ def consumer_step(
                     broker=broker,
                     scratch_dir=own.scratch_dir,
                 )
-            self.watch.attach(ConsumerGate(c, self.watch.profile.queue))
+            self.watch.attach(ConsumerGate(c, self.watch.profile))
             self.tref = c.timer.call_repeatedly(TICK_S, self.watch.tick, priority=10)
 
         def stop(self, c: Any) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evaluator.contract import Mode
+
 
 @dataclass(frozen=True)
 class HardwareProfile:
@@ -18,6 +20,17 @@ class HardwareProfile:
     # CPU hosts are for development: they run the small public dev cases, since the eval
     # shapes are sized for NVLink and would take minutes per problem over gloo.
     case_kind: str
+
+    @property
+    def unranked_queue(self) -> str:
+        """Where the modes that never count go (test, benchmark, profile): a worker whose
+        canary reads out of bounds stops taking ranked work only (evaluator/host/canary.py),
+        so it stops consuming `queue` and keeps consuming this."""
+        return f"{self.queue}.unranked"
+
+    def queue_for(self, mode: str) -> str:
+        """The queue of an evaluation in `mode` (a `Mode` or its value)."""
+        return self.queue if mode == Mode.RANKED else self.unranked_queue
 
 
 PROFILES: dict[str, HardwareProfile] = {

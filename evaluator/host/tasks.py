@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     app.worker_main(
         [
             "worker",
-            f"--queues={profile.queue}",
+            f"--queues={profile.queue},{profile.unranked_queue}",
             "--concurrency=1",  # one evaluation at a time: it owns every GPU of the host
             f"--hostname=pkb-{settings.worker_name}@%h",
             "--loglevel=INFO",

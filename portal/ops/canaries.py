@@ -1,6 +1,7 @@
 """The worker hosts' canaries as the pages show them: each connected host's last reading
-of same code judged against itself (evaluator/host/canary.py), and whether a queued
-submission waits because every host of its profile reads out of bounds.
+of same code judged against itself (evaluator/host/canary.py), and whether a queued ranked
+submission waits because every host of its profile reads out of bounds (the other modes
+have a queue of their own, which such a host still takes).
 
 The readings come from the broker, written by hosts: anything malformed, stale or
 unreachable reads as "no reading", never as an error page.

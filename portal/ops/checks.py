@@ -54,11 +54,14 @@ def health() -> dict[str, bool]:
 
 
 def broker_queue_lengths() -> dict[str, int]:
-    """Messages waiting in the broker per queue (the portal's and each profile's).
+    """Messages waiting in the broker per queue (the portal's, and each profile's ranked and
+    unranked ones).
 
     Raises redis.RedisError when the broker cannot be reached.
     """
-    queues = [PORTAL_QUEUE] + [profile.queue for profile in PROFILES.values()]
+    queues = [PORTAL_QUEUE] + [
+        queue for p in PROFILES.values() for queue in (p.queue, p.unranked_queue)
+    ]
     client = _broker()
     with client.pipeline(transaction=False) as pipe:
         for queue in queues:

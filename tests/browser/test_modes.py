@@ -101,7 +101,7 @@ def test_a_benchmark_run_on_hardware_without_a_worker(page, world, tmp_path, scr
     assert "waiting for a h200x4 worker" in page.locator("#submission-status").inner_text()
     submission = Submission.objects.get()
     assert (submission.mode, submission.profile) == ("benchmark", "h200x4")
-    assert world["sent"] == ["gpu.h200x4"]
+    assert world["sent"] == ["gpu.h200x4.unranked"]  # never ranked: its own queue
 
     # The team's public page lists it, labelled, to the team; not to anyone else.
     page.goto("/teams/alices-kernels/")

@@ -43,8 +43,8 @@ class RecordingGate:
     def pause(self) -> None:
         self.calls.append("pause")
 
-    def resume(self) -> None:
-        self.calls.append("resume")
+    def resume(self, *, ranked: bool) -> None:
+        self.calls.append("resume ranked" if ranked else "resume unranked")
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_same_code_reads_in_bounds_on_cpu_and_the_worker_reports_it(broker, scra
         time.sleep(0.2)  # the child judges meanwhile; tick only polls it
     assert watch.decided, "no reading within the deadline"
     assert watch.last["in_bounds"] is True, watch.last
-    assert gate.calls == ["pause", "resume"]
+    assert gate.calls == ["pause", "resume ranked"]
     [case] = watch.last["cases"]
     assert case["case"] == "n=16384" and case["pairs"] >= 8
     assert case["low"] <= case["median"] <= case["high"]
@@ -108,9 +108,11 @@ def test_a_slowed_copy_of_the_reference_reads_out_of_bounds(scratch):
     assert reading.in_bounds is False
 
 
-def test_an_out_of_bounds_reading_keeps_the_worker_off_work_until_one_reads_in_bounds(
+def test_an_out_of_bounds_reading_keeps_the_worker_off_ranked_work_until_one_reads_in_bounds(
     broker, tmp_path
 ):
+    """Off all work while the first reading is retaken; confirmed, unranked work (test,
+    benchmark, profile) goes on and ranked work waits for a reading in bounds."""
     plan = canary.CanaryPlan(interval_s=1800, recheck_s=300, tolerance=0.05)
     watch = canary.Watch(
         plan=plan,
@@ -127,13 +129,15 @@ def test_an_out_of_bounds_reading_keeps_the_worker_off_work_until_one_reads_in_b
     # Read again at once: one reading out of bounds may be chance.
     assert first["next_at"] == first["judged_at"] and not watch.decided
     watch.conclude(slow.to_json())
-    assert gate.calls == ["pause"] and watch.paused and watch.decided
+    assert gate.calls == ["pause", "resume unranked"] and watch.decided
+    assert not watch.paused and not watch.ranked
     assert watch.last["in_bounds"] is False
     assert watch.last["out_since"] == first["judged_at"]  # since the first of the streak
     assert watch.last["next_at"] - watch.last["judged_at"] == pytest.approx(300)
     sound = Reading([CaseReading("n=65536", 1.01, 0.98, 1.03, 10)], tolerance=0.05)
     watch.conclude(sound.to_json())
-    assert gate.calls == ["pause", "resume"] and not watch.paused
+    assert gate.calls == ["pause", "resume unranked", "resume ranked"]
+    assert not watch.paused and watch.ranked
     assert watch.last["out_since"] is None
     assert watch.last["next_at"] - watch.last["judged_at"] == pytest.approx(1800)
 
@@ -150,8 +154,9 @@ def test_an_out_of_bounds_reading_that_the_retake_does_not_confirm_lets_work_in(
     watch.attach(gate)
     watch.conclude(Reading([CaseReading("n=65536", 1.02, 1.01, 1.03, 8)], 0.05).to_json())
     assert watch.last["in_bounds"] is False and watch.due <= time.monotonic()
+    assert gate.calls == ["pause"] and watch.paused  # no work at all until the retake
     watch.conclude(Reading([CaseReading("n=65536", 1.01, 0.99, 1.03, 8)], 0.05).to_json())
-    assert gate.calls == ["pause", "resume"] and watch.strikes == 0
+    assert gate.calls == ["pause", "resume ranked"] and watch.strikes == 0
     # A later streak starts over: its first reading is retaken too.
     watch.conclude(Reading([CaseReading("n=65536", 0.90, 0.88, 0.92, 8)], 0.05).to_json())
     assert watch.last["next_at"] == watch.last["judged_at"] and watch.strikes == 1
@@ -167,11 +172,11 @@ def test_a_canary_that_falls_due_during_an_evaluation_waits_for_it(tmp_path):
         scratch_dir=tmp_path,
         is_busy=lambda: busy[0],
     )
-    watch.paused = False
+    watch.paused, watch.ranked = False, True
     gate = RecordingGate()
     watch.attach(gate)
     watch.tick()  # due: no new work, but the running evaluation goes on
-    assert gate.calls == ["resume", "pause"] and watch.child is None
+    assert gate.calls == ["resume ranked", "pause"] and watch.child is None
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ def _send_on_commit(rerun: Rerun, submission: Submission) -> None:
             bundle=data,
             problems=[rerun.problem.slug],
         )
+        # Re-runs are of ranked results: they wait out a host whose canary reads out of bounds.
         broker.send_evaluation(request, queue=get_profile(submission.profile).queue)
 
     # A failed send leaves the re-run queued; `reruns_sweep` fails it after the stall limit.

@@ -140,7 +140,8 @@ def enqueue_on_commit(submission: Submission, *, bundle: bytes | None = None) ->
             mode=Mode(submission.mode),
             profile_case=submission.profile_case,
         )
-        broker.send_evaluation(request, queue=get_profile(submission.profile).queue)
+        queue = get_profile(submission.profile).queue_for(submission.mode)
+        broker.send_evaluation(request, queue=queue)
 
     transaction.on_commit(send, robust=True)
 

@@ -16,6 +16,7 @@ from evaluator.host import canary, liveness
 from evaluator.host.profiles import get_profile
 from evaluator.judge.canary import CaseReading, Reading
 from portal.submissions import broker
+from portal.submissions.models import Submission
 from tests.portal.factories import SubmissionFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,7 @@ HOLD = "every connected one reads out of bounds on its same-code check"
 
 class Gate:
     def pause(self) -> None: ...
-    def resume(self) -> None: ...
+    def resume(self, *, ranked: bool) -> None: ...
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_the_queue_shows_each_hosts_same_code_reading(client, keys):
         "same code 0.81x (0.76–0.85), 0\xa0minutes ago, <strong>out of bounds</strong> since"
         in html
     )
-    assert ": takes no work" in html
+    assert ": takes no ranked work" in html
     rows = {r["profile"]: r for r in client.get(reverse("ops:queue-json")).json()["profiles"]}
     hosts = {h["worker"]: h for h in rows["cpu"]["hosts"]}
     assert hosts["pkb-cpu@a"]["in_bounds"] is True and hosts["pkb-cpu@a"]["out_since"] is None
@@ -153,3 +154,7 @@ def test_a_queued_submission_says_it_waits_for_hosts_out_of_bounds(client, keys,
     host(keys, "pkb-cpu@b", readings=[(0.5, 0.4, 0.6)])
     html = client.get(reverse("submissions:detail", args=[running.pk])).content.decode()
     assert HOLD not in html
+    # A test run is not held back: hosts out of bounds still take the modes that never count.
+    trial = SubmissionFactory(team=team, user=alice, mode=Submission.Mode.TEST)
+    html = client.get(reverse("submissions:detail", args=[trial.pk])).content.decode()
+    assert HOLD not in html and "waiting for a CPU, 4 ranks over gloo host" in html

@@ -48,8 +48,11 @@ def test_each_mode_is_stored_and_sent_to_the_host(
     with django_capture_on_commit_callbacks(execute=True):
         submission = create(alice, mode=mode)
     assert submission.mode == mode
-    [(request, _)] = sent
+    [(request, queue)] = sent
     assert (request.mode, request.profile_case) == (mode, "")
+    # Only ranked runs wait out a host whose canary reads out of bounds: the others go to
+    # the queue such a host still takes (evaluator/host/canary.py).
+    assert queue == ("eval.cpu" if mode == Submission.Mode.RANKED else "eval.cpu.unranked")
 
 
 def test_a_run_goes_to_the_hardware_asked_for(
@@ -115,8 +118,12 @@ def test_a_requeued_run_keeps_its_mode_and_case(
     )
     with django_capture_on_commit_callbacks(execute=True):
         assert submission_requeue(submission=submission, reason="host lost")
-    [(request, _)] = sent
-    assert (request.mode, request.profile_case) == ("profile", "dev-fp32")
+    [(request, queue)] = sent
+    assert (request.mode, request.profile_case, queue) == (
+        "profile",
+        "dev-fp32",
+        "eval.cpu.unranked",
+    )
 
 
 # The Submit page.
