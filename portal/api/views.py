@@ -93,7 +93,7 @@ def _whole_number(request: Request, name: str, *, minimum: int) -> None:
         raise ValidationError({name: [f"{value!r} is not a whole number of at least {minimum}."]})
 
 
-def _query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
+def query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
     """A query parameter from a fixed set; absent is None, but empty, unknown or repeated
     is a 400."""
     value = _single(request, name)
@@ -139,9 +139,9 @@ class Leaderboard(APIView):
         summary="Teams ranked overall, or within one category",
     )
     def get(self, request: Request) -> Response:
-        profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
-        category = _query_choice(request, "category", Category.values)
-        who = _query_choice(request, "who", WHO) or "all"
+        profile = query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
+        category = query_choice(request, "category", Category.values)
+        who = query_choice(request, "who", WHO) or "all"
         board = leaderboard(profile=profile, category=category, who=who)
         return Response(serializers.BoardSerializer(board).data)
 
@@ -153,7 +153,7 @@ class ProblemLeaderboard(APIView):
         summary="Teams ranked on one problem: best time, speedup and roofline fraction",
     )
     def get(self, request: Request, slug: str) -> Response:
-        profile = _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
+        profile = query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
         problem = _published_problem(slug)
         board = problem_board(problem=problem, profile=profile)
         data = {

@@ -20,7 +20,7 @@ from portal.api.views import (
     ERROR,
     PROFILE_PARAMETER,
     WHO_PARAMETER,
-    _query_choice,
+    query_choice,
 )
 from portal.entries import export, serializers
 from portal.entries.models import Entry, EntryBatch, Kind, Who
@@ -46,7 +46,7 @@ FORMAT_PARAMETER = OpenApiParameter(
 
 
 def _profile(request: Request) -> str:
-    return _query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
+    return query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
 
 
 def _entry(slug: str) -> Entry:
@@ -66,7 +66,7 @@ class EntryListCreate(APIView):
         summary="Model and agent entries with their pass@k scores, best pass@1 first",
     )
     def get(self, request: Request) -> Response:
-        kind = _query_choice(request, "kind", Kind.values)
+        kind = query_choice(request, "kind", Kind.values)
         scored = entries_with_scores(profile=_profile(request), kind=kind)
         data = [{"entry": e, "scores": s} for e, s in scored]
         context = {"request": request}
@@ -176,8 +176,8 @@ class BoardDataset(APIView):
     )
     def get(self, request: Request, fmt: str) -> HttpResponse:
         profile = _profile(request)
-        category = _query_choice(request, "category", Category.values)
-        who = _query_choice(request, "who", Who.values) or Who.ALL
+        category = query_choice(request, "category", Category.values)
+        who = query_choice(request, "who", Who.values) or Who.ALL
         rows = export.board_rows(profile=profile, category=category, who=who)
         name = "-".join(["pkb-board", profile, *([category] if category else []), who])
         return dataset_response(rows, fmt, name)

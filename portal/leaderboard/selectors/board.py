@@ -132,12 +132,12 @@ def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int | s
     return teams
 
 
-def _runs_on(profiles: list[str] | None, profile: str) -> bool:
+def runs_on(profiles: list[str] | None, profile: str) -> bool:
     """A problem is in a profile's scope unless an admin limited it to other profiles."""
     return not profiles or profile in profiles
 
 
-def _columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
+def category_columns(problems: list[tuple[int, str, float]]) -> list[CategoryColumn]:
     counts: dict[str, int] = defaultdict(int)
     weights: dict[str, float] = defaultdict(float)
     for _, category, weight in problems:
@@ -215,14 +215,14 @@ def build_leaderboard(*, profile: str, category: str | None = None, who: str = "
     all_published = list(
         Problem.objects.published().values_list("id", "category", "weight", "profiles")
     )
-    published = [(pid, cat, w) for pid, cat, w, where in all_published if _runs_on(where, profile)]
+    published = [(pid, cat, w) for pid, cat, w, where in all_published if runs_on(where, profile)]
     present = {cat for _, cat, _ in published}
     in_scope = [p for p in published if category is None or p[1] == category]
     board = Board(
         profile=profile,
         category=category,
         who=who,
-        columns=_columns(in_scope),
+        columns=category_columns(in_scope),
         categories_present=[c.value for c in Category if c.value in present],
         weighted=any(w != 1.0 for _, _, w in in_scope),
     )

@@ -12,7 +12,12 @@ from django.db.models import Count, Q
 
 from portal.accounts.models import Team
 from portal.leaderboard.scoring import Score, Solved, fast_p, fast_p_steps
-from portal.leaderboard.selectors.board import CategoryColumn, _columns, _runs_on, leaderboard
+from portal.leaderboard.selectors.board import (
+    CategoryColumn,
+    category_columns,
+    leaderboard,
+    runs_on,
+)
 from portal.leaderboard.selectors.counted import (
     NUMBERS,
     Draw,
@@ -94,7 +99,7 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
         for row in Problem.objects.published()
         .in_catalog_order()
         .values_list("id", "slug", "title", "category", "weight", "profiles")
-        if _runs_on(row[-1], profile)
+        if runs_on(row[-1], profile)
     ]
     problems = {pid: (slug, title, cat, weight) for pid, slug, title, cat, weight in published}
     results = list(
@@ -136,7 +141,7 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
 
     solved = {pid: _solved(n, problems[pid][3]) for pid, (n, _, _) in counted.items()}
     board = leaderboard(profile=profile)
-    columns = _columns([(pid, cat, w) for pid, _, _, cat, w in published])
+    columns = category_columns([(pid, cat, w) for pid, _, _, cat, w in published])
     by_category: dict[str, list[Solved]] = defaultdict(list)
     for pid, item in solved.items():
         by_category[problems[pid][2]].append(item)
