@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, status
 from rest_framework.exceptions import NotFound, Throttled, ValidationError
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +21,15 @@ from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.api import serializers
 from portal.api.models import ApiToken
+from portal.api.params import (
+    CATEGORY_PARAMETER,
+    ERROR,
+    PROFILE_PARAMETER,
+    WHO,
+    WHO_PARAMETER,
+    Pagination,
+    query_choice,
+)
 from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
 from portal.submissions.downloads import artifact_response
@@ -32,74 +38,6 @@ from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
 from portal.submissions.quotas import team_submission_quota
 from portal.submissions.services import SubmissionError, submission_cancel, submission_create
-
-PROFILE_PARAMETER = OpenApiParameter(
-    "profile",
-    OpenApiTypes.STR,
-    enum=sorted(PROFILES),
-    description="Hardware profile; results of different profiles are never ranked together.",
-)
-CATEGORY_PARAMETER = OpenApiParameter("category", OpenApiTypes.STR, enum=Category.values)
-ERROR = OpenApiResponse(description='`{"detail": "..."}`')
-WHO = ("all", "people", "models")  # portal.entries.models.Who
-WHO_PARAMETER = OpenApiParameter(
-    "who",
-    OpenApiTypes.STR,
-    enum=WHO,
-    description="Whose rows: people (teams), models (model and agent entries, each scored as "
-    "one sample per problem: fast_1@1, pass@1) or all (the default).",
-)
-
-
-class Pagination(LimitOffsetPagination):
-    """DRF's limit/offset, except that a value that is no whole number is a 400: DRF would
-    quietly read `offset=null` as 0 and `limit=x` as the default."""
-
-    default_limit = 50
-    max_limit = 200
-
-    def get_limit(self, request: Request) -> int | None:
-        _whole_number(request, self.limit_query_param, minimum=1)
-        return super().get_limit(request)
-
-    def get_offset(self, request: Request) -> int:
-        _whole_number(request, self.offset_query_param, minimum=0)
-        return super().get_offset(request)
-
-    def get_schema_operation_parameters(self, view) -> list[dict]:
-        parameters = super().get_schema_operation_parameters(view)
-        minimum = {self.limit_query_param: 1, self.offset_query_param: 0}
-        for parameter in parameters:
-            parameter["schema"]["minimum"] = minimum[parameter["name"]]
-            parameter["description"] += f" Given at most once: {ONCE}"
-        return parameters
-
-
-ONCE = "a parameter given more than once (`?limit=1&limit=2`) is a 400."
-
-
-def _single(request: Request, name: str) -> str | None:
-    """The query parameter's one value. Given twice, Django would quietly take the last
-    and DRF's own checks the same: which one a client meant is unknowable, so a 400."""
-    values = request.query_params.getlist(name)
-    if len(values) > 1:
-        raise ValidationError({name: [f"given {len(values)} times ({values!r}); give it once."]})
-    return values[0] if values else None
-
-
-def _whole_number(request: Request, name: str, *, minimum: int) -> None:
-    value = _single(request, name)
-    if value is not None and not (value.isdigit() and value.isascii() and int(value) >= minimum):
-        raise ValidationError({name: [f"{value!r} is not a whole number of at least {minimum}."]})
-
-
-def query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
-    """A query parameter from a fixed set; absent is None, but empty, unknown or repeated
-    is a 400."""
-    value = _single(request, name)
-    if value is not None and value not in choices:
-        raise ValidationError({name: [f"{value!r} is not one of: {', '.join(sorted(choices))}."]})
-    return value
 
 
 class ProblemList(generics.ListAPIView):

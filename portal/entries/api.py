@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.host.profiles import PROFILES
-from portal.api.views import (
+from portal.api.params import (
     CATEGORY_PARAMETER,
     ERROR,
     PROFILE_PARAMETER,

@@ -1,0 +1,83 @@
+"""The API's query parameters: their schema, and reading them strictly (a value given twice,
+empty or unknown is a 400, never a guess)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+
+from evaluator.host.profiles import PROFILES
+from portal.problems.models import Category
+
+PROFILE_PARAMETER = OpenApiParameter(
+    "profile",
+    OpenApiTypes.STR,
+    enum=sorted(PROFILES),
+    description="Hardware profile; results of different profiles are never ranked together.",
+)
+CATEGORY_PARAMETER = OpenApiParameter("category", OpenApiTypes.STR, enum=Category.values)
+ERROR = OpenApiResponse(description='`{"detail": "..."}`')
+WHO = ("all", "people", "models")  # portal.entries.models.Who
+WHO_PARAMETER = OpenApiParameter(
+    "who",
+    OpenApiTypes.STR,
+    enum=WHO,
+    description="Whose rows: people (teams), models (model and agent entries, each scored as "
+    "one sample per problem: fast_1@1, pass@1) or all (the default).",
+)
+
+
+class Pagination(LimitOffsetPagination):
+    """DRF's limit/offset, except that a value that is no whole number is a 400: DRF would
+    quietly read `offset=null` as 0 and `limit=x` as the default."""
+
+    default_limit = 50
+    max_limit = 200
+
+    def get_limit(self, request: Request) -> int | None:
+        _whole_number(request, self.limit_query_param, minimum=1)
+        return super().get_limit(request)
+
+    def get_offset(self, request: Request) -> int:
+        _whole_number(request, self.offset_query_param, minimum=0)
+        return super().get_offset(request)
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        parameters = super().get_schema_operation_parameters(view)
+        minimum = {self.limit_query_param: 1, self.offset_query_param: 0}
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = minimum[parameter["name"]]
+            parameter["description"] += f" Given at most once: {ONCE}"
+        return parameters
+
+
+ONCE = "a parameter given more than once (`?limit=1&limit=2`) is a 400."
+
+
+def _single(request: Request, name: str) -> str | None:
+    """The query parameter's one value. Given twice, Django would quietly take the last
+    and DRF's own checks the same: which one a client meant is unknowable, so a 400."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise ValidationError({name: [f"given {len(values)} times ({values!r}); give it once."]})
+    return values[0] if values else None
+
+
+def _whole_number(request: Request, name: str, *, minimum: int) -> None:
+    value = _single(request, name)
+    if value is not None and not (value.isdigit() and value.isascii() and int(value) >= minimum):
+        raise ValidationError({name: [f"{value!r} is not a whole number of at least {minimum}."]})
+
+
+def query_choice(request: Request, name: str, choices: Collection[str]) -> str | None:
+    """A query parameter from a fixed set; absent is None, but empty, unknown or repeated
+    is a 400."""
+    value = _single(request, name)
+    if value is not None and value not in choices:
+        raise ValidationError({name: [f"{value!r} is not one of: {', '.join(sorted(choices))}."]})
+    return value
