@@ -70,8 +70,18 @@ COLUMNS = (
     Column("fast_1", pa.bool_(), "Passed with the speedup's interval wholly above 1."),
     Column("speedup", pa.float64(), "Reference time over candidate time: the median of the "
            "paired rounds' ratios, the median over judged runs where re-run."),
-    Column("speedup_low", pa.float64(), "The speedup's interval (nominal 99%), lower end."),
-    Column("speedup_high", pa.float64(), "The speedup's interval (nominal 99%), upper end."),
+    Column(
+        "speedup_low",
+        pa.float64(),
+        "The speedup's interval (nominal 99% on GPU hosts, the pairs' range on CPU hosts), "
+        "lower end.",
+    ),
+    Column(
+        "speedup_high",
+        pa.float64(),
+        "The speedup's interval (nominal 99% on GPU hosts, the pairs' range on CPU hosts), "
+        "upper end.",
+    ),
     Column("roofline", pa.float64(), "Mean over cases of the links' floor over the time "
            "(1.0 is the link limit); empty on hosts without a measured bandwidth (CPU)."),
     Column("time_us", pa.float64(), "Median per-call time summed over cases, microseconds."),

@@ -4,13 +4,13 @@ The field's headline metrics (KernelBench and its successors), counted beyond no
 
 - fast_p: the share of the published problems in scope that the team solved faster than p
   times the reference, where "faster" means that the whole interval of the speedup (the
-  judge's, at a nominal 99%: evaluator/judge/stats.py) is above p: its lower end is
-  (`Solved.lower`). fast_0 is "solved correctly" (a pass without a
-  timing counts), fast_1 "faster than PyTorch + NCCL". A result without an interval counts
-  by its point speedup: only results of older hosts, which reported none, lack one (the
-  judge reports one with every timed result). Shares are weighted by `Problem.weight`, so
-  an admin can make a hard problem count double; with the default weights (1.0) a share is
-  a count over the total.
+  judge's: a nominal 99% on GPU hosts, the range of six pairs, about 97%, on CPU hosts;
+  evaluator/judge/stats.py) is above p: its lower end is (`Solved.lower`). fast_0 is
+  "solved correctly" (a pass without a timing counts), fast_1 "faster than PyTorch + NCCL".
+  A result without an interval counts by its point speedup: only results of older hosts,
+  which reported none, lack one (the judge reports one with every timed result). Shares
+  are weighted by `Problem.weight`, so an admin can make a hard problem count double; with
+  the default weights (1.0) a share is a count over the total.
 - geomean: the geometric mean of the point speedups (the pooled medians, below) over the
   solved problems that have one (unweighted: it describes the kernels, not the scope).
 - roofline: the mean fraction of the link limit over the solved problems that report one;
@@ -89,7 +89,7 @@ from typing import NamedTuple, TypeVar
 # The rule in one sentence, said once on each surface: the leaderboard page, the API's
 # schema, and pkb's board.
 RULE = (
-    "A problem counts as faster than p only when its whole interval (nominal 99%) is above p, and "
+    "A problem counts as faster than p only when its speedup's whole interval is above p, and "
     "each team's newest code counts, pooled over all its runs, so resubmitting the same "
     "code cannot raise its expected score; a rank range such as 2-4 marks teams whose "
     "scores the intervals cannot separate."
