@@ -73,10 +73,11 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
     table = Table(
         "rank", "team", "speedup", "time", "reference", "roofline",
         title=f"{board['problem']}, profile {board['profile']}",
+        caption=RULE,
     )  # fmt: skip
     for row in _with_examples(board):
         table.add_row(
-            "—" if row.get("is_example") else str(row["rank"]),
+            "—" if row.get("is_example") else _rank(row),
             row["label"] if row.get("is_example") else row["team"],
             speedup(row),
             duration_us(row["time_us"]),
@@ -88,11 +89,14 @@ def _problem_board(client: Client, args: argparse.Namespace) -> int:
 
 
 def _with_examples(board: dict) -> list[dict]:
-    """The teams' rows with the example rows (unranked) where their speedups put them, as
-    on the problem's page: an example goes under every team at least as fast."""
+    """The teams' rows with the example rows (unranked) where their lower ends put them, as
+    on the problem's page: an example goes under every team at least as sure to be fast."""
 
     def place(row: dict) -> float:
-        return -row["speedup"] if row["speedup"] is not None else float("inf")
+        # The interval's lower end, as the site orders; the speedup where there is none.
+        lower = row.get("speedup_low")
+        lower = row["speedup"] if lower is None else lower
+        return -lower if lower is not None else float("inf")
 
     # An older site sends no "examples": the ranking alone.
     rows = [(place(r), 0, i, r) for i, r in enumerate(board["rows"])]
