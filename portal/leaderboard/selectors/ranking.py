@@ -16,8 +16,25 @@ from portal.leaderboard.selectors.counted import counted_query, counted_results
 from portal.problems.models import Problem
 
 
+class _Counted:
+    """What a problem's table reads of a result's numbers, as the board counts them."""
+
+    speedup: float | None
+    speedup_low: float | None
+
+    @property
+    def lower(self) -> float | None:
+        """What it is sure to reach: its interval's lower end, else its point speedup."""
+        return _lower(self)
+
+    @property
+    def is_faster(self) -> bool:
+        """Faster than the reference beyond noise: its whole interval above 1.0."""
+        return faster_beyond_noise(self.speedup, self.speedup_low)
+
+
 @dataclass(frozen=True)
-class ProblemRow:
+class ProblemRow(_Counted):
     """One team's counted result on one problem."""
 
     rank: int
@@ -36,15 +53,6 @@ class ProblemRow:
     rank_high: int | None = None
 
     @property
-    def lower(self) -> float | None:
-        return _lower(self)
-
-    @property
-    def is_faster(self) -> bool:
-        """Faster than the reference beyond noise: its whole interval above 1.0."""
-        return _faster(self)
-
-    @property
     def rank_range(self) -> str | None:
         """ "2-3" where its interval does not separate it from others', else None."""
         if self.rank_low is None or self.rank_high is None or self.rank_low == self.rank_high:
@@ -53,7 +61,7 @@ class ProblemRow:
 
 
 @dataclass(frozen=True)
-class ExampleRow:
+class ExampleRow(_Counted):
     """An example's counted result on one problem: shown beside the ranking, never ranked."""
 
     label: str
@@ -66,14 +74,6 @@ class ExampleRow:
     speedup_high: float | None = None
     run_count: int = 1
     submission_id: int | None = None  # its public source: examples' bundles are public
-
-    @property
-    def lower(self) -> float | None:
-        return _lower(self)
-
-    @property
-    def is_faster(self) -> bool:
-        return _faster(self)
 
 
 @dataclass(frozen=True)
@@ -157,10 +157,6 @@ def _place(speedup: float | None) -> float:
 def _lower(row: Any) -> float | None:
     """What a result is sure to reach: its interval's lower end, else its point speedup."""
     return row.speedup_low if row.speedup_low is not None else row.speedup
-
-
-def _faster(row: ProblemRow | ExampleRow) -> bool:
-    return faster_beyond_noise(row.speedup, row.speedup_low)
 
 
 def problem_entries(ranking: list[ProblemRow], examples: list[ExampleRow]) -> list[ProblemEntry]:
