@@ -62,6 +62,12 @@ class ProblemResult(models.Model):
             ResultFlag.TAMPERED.value,
             "the bundle replaced the harness's clocks, timing or synchronisation functions",
         )
+        # The portal's own: set when a host's report is recorded (services/reported.py).
+        BAD_INTERVAL = (
+            "bad_interval",
+            "its host reported a speedup interval that does not hold the speedup, so it "
+            "cannot be counted beyond noise",
+        )
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")

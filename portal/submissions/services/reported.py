@@ -55,19 +55,23 @@ def _flags(value: Any) -> list[str]:
     return [f[:40] for f in value[:10]]
 
 
-def _interval(result: ReportedResult) -> tuple[float | None, float | None]:
-    """The speedup's interval, or none: a host that reports no interval (an older one), or
-    one whose ends do not bracket a finite speedup, leaves the speedup plain."""
-    low = _finite(getattr(result, "speedup_low", None))
-    high = _finite(getattr(result, "speedup_high", None))
+def _interval(result: ReportedResult) -> tuple[float | None, float | None, bool]:
+    """The speedup's interval, and whether it is broken. An older host reports none (both
+    ends absent): the speedup stays plain and counts as it did. Ends that are given but do
+    not bracket a finite speedup (or are not finite) are a host's fault: dropped, and the
+    result flagged, since without its interval it cannot be counted beyond noise and its
+    point speedup must not count in its stead."""
+    raw_low = getattr(result, "speedup_low", None)
+    raw_high = getattr(result, "speedup_high", None)
     speedup = _finite(result.speedup)
-    if low is None or high is None or speedup is None:
-        return None, None
+    if speedup is None or (raw_low is None and raw_high is None):
+        return None, None, False
+    low, high = _finite(raw_low), _finite(raw_high)
     # Geometric means over cases of the ends and of the medians: rounding may cross by ulps.
     slack = 1e-9 * speedup
-    if not low - slack <= speedup <= high + slack:
-        return None, None
-    return min(low, speedup), max(high, speedup)
+    if low is None or high is None or not low - slack <= speedup <= high + slack:
+        return None, None, True
+    return min(low, speedup), max(high, speedup), False
 
 
 # What a problem result and each of its runs store of a reported result.
@@ -79,7 +83,10 @@ REPORTED_FIELDS = (
 
 def reported_fields(result: ReportedResult) -> dict[str, Any]:
     """The stored fields of one reported problem result, its status and numbers."""
-    low, high = _interval(result)
+    low, high, broken = _interval(result)
+    flags = _flags(result.flags)
+    if broken and ProblemResult.Flag.BAD_INTERVAL not in flags:
+        flags.append(ProblemResult.Flag.BAD_INTERVAL.value)
     return {
         "status": ProblemResult.Status(str(result.status)),
         "world_size": result.world_size,
@@ -93,6 +100,6 @@ def reported_fields(result: ReportedResult) -> dict[str, Any]:
         "max_abs_err": _error(result.max_abs_err),
         "max_rel_err": _error(result.max_rel_err),
         "roofline": _finite(result.roofline),
-        "flags": _flags(result.flags),
+        "flags": flags,
         "cases": _case_rows(result.cases),
     }

@@ -18,6 +18,7 @@ from evaluator.contract import (
 from evaluator.contract import ProblemResult as Reported
 from evaluator.host import liveness
 from evaluator.judge.seeds import trial_seed
+from portal.leaderboard.selectors import problem_board
 from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission
 from portal.submissions.services import (
     evaluation_finish,
@@ -89,11 +90,21 @@ def test_a_result_without_an_interval_keeps_a_plain_speedup(alice, team, problem
     assert result.speedup == 1.5 and result.speedup_low is None and result.speedup_high is None
 
 
-def test_an_interval_that_misses_its_speedup_is_dropped(alice, team, problems):
+@pytest.mark.parametrize(
+    ("low", "high"), [(1.6, 1.7), (1.1, 1.4), (float("nan"), 1.7), (1.2, None), (None, 1.7)]
+)
+def test_an_interval_that_does_not_hold_its_speedup_is_dropped_and_flagged(
+    alice, team, problems, low, high
+):
+    """A host's fault, not a team's: the result is kept, but its point speedup (1.5x) must
+    not count in place of the interval (it would count as faster than the reference)."""
     submission = SubmissionFactory(team=team, user=alice, running=True, problems=["all-reduce"])
-    assert finish(submission.evaluation_id, passed(low=1.6, high=1.7))
+    assert finish(submission.evaluation_id, passed(low=low, high=high))
     result = ProblemResult.objects.get(submission=submission)
-    assert result.speedup == 1.5 and result.speedup_low is None
+    assert result.speedup == 1.5 and result.speedup_low is None and result.speedup_high is None
+    assert result.flags == ["bad_interval"] and result.is_flagged
+    assert "does not hold the speedup" in result.flag_reasons[0]
+    assert problem_board(problem=problems["all-reduce"], profile="cpu").ranking == []
 
 
 def test_an_old_hosts_message_without_the_fields_still_records(alice, team, problems):
