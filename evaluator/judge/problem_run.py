@@ -21,6 +21,7 @@ from evaluator.contract import CaseResult, ProblemResult, ProblemStatus, ResultF
 from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.compile import ImportFailure
+from evaluator.judge.budget import CaseClock, room_for_another_pair
 from evaluator.judge.pool import RankPools
 from evaluator.judge.rank_pool import PoolTimeout, RankDied, Reply
 from evaluator.judge.roofline import apply_roofline
@@ -71,6 +72,8 @@ class ProblemRun:
     bandwidth_gbps: float | None = None  # the host's peer bandwidth: the roofline's divisor
     deadline: float = 0.0
     cases_after: int = 0  # the problem's cases still to come after the one being timed
+    case_began: float = 0.0  # when the case being timed began
+    slowest_pair: float = 0.0  # of that case, in seconds (budget.py)
     # Bundle code may have patched its processes: not kept for the next problem.
     restart_candidates: bool = False
     result: ProblemResult = field(init=False)
@@ -199,6 +202,7 @@ class ProblemRun:
             bytes_moved=self.problem.bytes_moved(case, self.profile.world_size),
         )
         self.result.cases.append(result)
+        self.case_began, self.slowest_pair = time.monotonic(), 0.0
         for trial in range(self.settings.trials):
             self._pair(
                 case, result, [self._seed(case, "trial", trial)], [0], warmup=[], timed=False
@@ -260,14 +264,16 @@ class ProblemRun:
 
     def _more(self, result: CaseResult, began: float) -> bool:
         """Another pair: the interval is still wider than asked, and the problem's time
-        allows three more pairs at the pace so far while keeping, for each case still to
-        come, as long as this one has taken: the first case of a problem cannot take the
-        time its last needs to settle."""
+        allows it, with what it must leave (budget.py)."""
         if result.settled is not False:
             return False
         now = time.monotonic()
-        pace = (now - began) / max(1, len(result.rounds))
-        return self.deadline - now > 3 * pace + self.cases_after * (now - began)
+        clock = CaseClock(
+            left_s=self.deadline - now, timed_s=now - began, pairs=len(result.rounds),
+            slowest_s=self.slowest_pair, case_s=now - self.case_began,
+            cases_after=self.cases_after, timeout_s=self.settings.problem_timeout_s,
+        )  # fmt: skip
+        return room_for_another_pair(clock)
 
     def _pair(
         self,
@@ -289,6 +295,7 @@ class ProblemRun:
         order.update(warmup=warmup, tare=timed and not fit, first=first, fit=fit)
         began = time.monotonic()
         replies = sorted(self._command({"judge": ("pair", order)}), key=lambda r: r.rank)
+        self.slowest_pair = max(self.slowest_pair, time.monotonic() - began)
         # The reference's rounds are not the candidate's time: give them back.
         reference = max(_num(r.data.get("reference_s")) for r in replies)
         if math.isfinite(reference):
