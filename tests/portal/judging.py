@@ -9,9 +9,12 @@ from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_start
 from tests.portal.factories import SubmissionFactory
 
+AROUND = object()  # an interval 0.05 either side of the speedup, as a host would report
 
-def passed(slug="all-reduce", speedup=1.5, low=1.45, high=1.55, time_us=80.0, **kwargs):
-    """A pass as a host reports it: its speedup with a confidence interval."""
+
+def passed(slug="all-reduce", speedup=1.5, low=AROUND, high=AROUND, time_us=80.0, **kwargs):
+    """A pass as a host reports it: its speedup with a confidence interval that holds it
+    (0.05 either side unless given; None for a host that reports none)."""
     return Reported(
         slug,
         ProblemStatus.PASSED,
@@ -19,8 +22,8 @@ def passed(slug="all-reduce", speedup=1.5, low=1.45, high=1.55, time_us=80.0, **
         time_us=time_us,
         ref_time_us=time_us * speedup,
         speedup=speedup,
-        speedup_low=low,
-        speedup_high=high,
+        speedup_low=round(speedup - 0.05, 6) if low is AROUND else low,
+        speedup_high=round(speedup + 0.05, 6) if high is AROUND else high,
         **kwargs,
     )
 
