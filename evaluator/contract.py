@@ -35,6 +35,7 @@ from evaluator.results import ResultFlag as ResultFlag
 from evaluator.results import cap_log as cap_log
 from evaluator.results import known_fields
 from evaluator.results import printable as printable
+from evaluator.results import spreadsheet_safe as spreadsheet_safe
 
 CONTRACT_VERSION = 1
 

@@ -55,6 +55,18 @@ def printable(text: str) -> str:
     return text.translate(_UNPRINTABLE)
 
 
+# OWASP's rule against CSV injection: a spreadsheet reads a cell that starts with one of
+# these as a formula (tab and carriage return too, before it strips them), so every text
+# cell of every CSV the project writes starts with a quote instead (the profile run's
+# summary.csv here, the results dataset in portal/entries/export.py).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """A CSV cell no spreadsheet runs: `'=1+2` for `=1+2`, other text unchanged."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
     """Keep the head and the tail of a long log: the first error and the last words."""
     data = text.encode("utf-8", "replace")

@@ -12,7 +12,7 @@ import csv
 import io
 from dataclasses import dataclass, field
 
-from evaluator.contract import Artifact, printable
+from evaluator.contract import Artifact, printable, spreadsheet_safe
 from evaluator.judge.stats import NET_FLOOR
 from evaluator.judge.traces import COMMUNICATION_WORDS, RankSummary, Row
 from problems.spec import Case
@@ -197,8 +197,7 @@ def _numbers(row: Row) -> list[str]:
 
 
 def _csv_name(row: Row) -> str:
-    name = _cell(row.name)
-    return "'" + name if name[:1] in ("=", "+", "-", "@") else name
+    return spreadsheet_safe(_cell(row.name))
 
 
 def _cell(text: str) -> str:

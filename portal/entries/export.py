@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.utils import timezone
 
+from evaluator.contract import spreadsheet_safe
 from evaluator.intake.bundle import BundleError, read_bundle
 from portal.entries.models import Entry
 from portal.entries.selectors import AttemptRow, entry_attempts, scope_of
@@ -291,6 +292,8 @@ def _csv_value(value: Any) -> Any:
         return value.astimezone(UTC).isoformat()
     if isinstance(value, date):
         return value.isoformat()
+    if isinstance(value, str):  # names and notes are the teams' own text
+        return spreadsheet_safe(value)
     return value
 
 
