@@ -64,6 +64,12 @@ ARTIFACT_MEDIA_TYPES = ("application/json", "text/csv", "text/plain", "text/mark
 _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
+def is_artifact_name(name: str) -> bool:
+    """A plain file name, as every artifact a host sends must have (the site looks up no
+    other: a NUL byte in one reached PostgreSQL, which refuses it with an error)."""
+    return bool(_ARTIFACT_NAME.fullmatch(name)) and ".." not in name
+
+
 class EvaluationOutcome(enum.StrEnum):
     DONE = "done"  # every problem has a result, whatever it is
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
@@ -183,7 +189,7 @@ class Artifact:
             raise ContractError(f"artifact {self.name!r}: bad base64") from exc
 
     def check(self) -> None:
-        if not _ARTIFACT_NAME.fullmatch(self.name) or ".." in self.name:
+        if not is_artifact_name(self.name):
             raise ContractError(f"artifact name {self.name[:120]!r} is not a plain file name")
         if self.media_type not in ARTIFACT_MEDIA_TYPES:
             raise ContractError(f"artifact {self.name!r}: media type {self.media_type!r}")

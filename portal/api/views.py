@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluator.contract import ARTIFACT_MEDIA_TYPES
 from evaluator.host.profiles import PROFILES
 from evaluator.intake.bundle import did_you_mean
 from portal.accounts.models import Team
@@ -32,7 +33,7 @@ from portal.api.params import (
 )
 from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
-from portal.submissions.downloads import artifact_response
+from portal.submissions.downloads import artifact_of, artifact_response
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
@@ -247,23 +248,29 @@ def _may_read_logs(request: Request, submission: Submission) -> bool:
     return team is not None and team.pk == submission.team_id
 
 
+# The file is served as its recorded media type, one of the contract's four (text with
+# `; charset=utf-8`): each is documented, so that a client (and the schema fuzz) can hold
+# the response's Content-Type to the schema.
+ARTIFACT = {
+    (200, media): OpenApiResponse(
+        OpenApiTypes.BINARY,
+        description="The file, as an attachment of its recorded media type (JSON, CSV, "
+        "plain text or Markdown).",
+    )
+    for media in ARTIFACT_MEDIA_TYPES
+}
+
+
 class SubmissionArtifact(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(
-        responses={
-            (200, "application/octet-stream"): OpenApiResponse(
-                OpenApiTypes.BINARY,
-                description="The file, as an attachment of its recorded media type (JSON, "
-                "CSV, plain text or Markdown).",
-            ),
-            404: ERROR,
-        },
+        responses={**ARTIFACT, 404: ERROR},
         summary="Download an artifact of your team's submission (a profile run's trace)",
     )
     def get(self, request: Request, pk: int, name: str) -> HttpResponseBase:
         submission = get_object_or_404(_visible_submissions(request), pk=pk)
-        return artifact_response(get_object_or_404(submission.artifacts, name=name))
+        return artifact_response(artifact_of(submission, name))
 
 
 class SubmissionCancel(APIView):

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +22,7 @@ from portal.api.params import (
     WHO_PARAMETER,
     query_choice,
 )
+from portal.api.parsers import JSONParser
 from portal.entries import export, serializers
 from portal.entries.models import Entry, EntryBatch, Kind, Who
 from portal.entries.selectors import entries_with_scores, entry_status

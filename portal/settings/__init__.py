@@ -251,6 +251,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    # DRF's three, with a JSON parser that refuses a body nested too deeply (a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

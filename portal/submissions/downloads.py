@@ -18,6 +18,7 @@ from datetime import datetime
 from django.http import FileResponse, Http404
 from django.utils import timezone
 
+from evaluator.contract import is_artifact_name
 from evaluator.intake.bundle import BundleError, read_bundle
 from portal.problems.models import Problem
 from portal.submissions.models import Artifact, Submission
@@ -61,6 +62,17 @@ def public_download(submission: Submission, *, now: datetime | None = None) -> D
             path = bundle.solutions[slug]
             archive.writestr(zipfile.ZipInfo(path, _MEMBER_DATE), bundle.files[path])
     return Download(f"submission-{submission.pk}-public.zip", buffer.getvalue())
+
+
+def artifact_of(submission: Submission, name: str) -> Artifact:
+    """The submission's artifact of that name, or a 404; a name no host could have sent (a
+    NUL byte, a slash...) is a 404 without a query."""
+    if not is_artifact_name(name):
+        raise Http404("No artifact of that name: artifacts have plain file names.")
+    artifact = submission.artifacts.filter(name=name).first()
+    if artifact is None:
+        raise Http404("The submission has no artifact of that name.")
+    return artifact
 
 
 def artifact_response(artifact: Artifact) -> FileResponse:

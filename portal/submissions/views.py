@@ -13,7 +13,7 @@ from evaluator.contract import ARTIFACT_CAP_BYTES
 from evaluator.host.profiles import get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
-from portal.submissions.downloads import Download, artifact_response, public_download
+from portal.submissions.downloads import Download, artifact_of, artifact_response, public_download
 from portal.submissions.forms import SubmissionForm
 from portal.submissions.hardware import profile_offers, waiting_notice
 from portal.submissions.models import Submission
@@ -117,7 +117,7 @@ def submission_artifact(request: HttpRequest, pk: int, name: str) -> HttpRespons
     """A host's artifact of the submission (a profile run's trace or table), for its team
     and staff; anyone else gets the 404 of the submission itself."""
     submission = _visible_submission(request, pk)
-    return artifact_response(get_object_or_404(submission.artifacts, name=name))
+    return artifact_response(artifact_of(submission, name))
 
 
 @require_safe
