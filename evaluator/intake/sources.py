@@ -39,10 +39,8 @@ def parse_python(path: str, data: bytes, *, max_tokens: int) -> tuple[ast.Module
         raise SourceError(
             f"{path} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-    _check_declared_encoding(path, source)
-    nul = source.find("\x00")
-    if nul >= 0:
-        raise SourceError(f"{path} line {source.count(chr(10), 0, nul) + 1}: contains a NUL byte")
+    _check_declared_encoding(path, data)
+    _check_controls(path, source)
     tokens = _measure_source(path, source, max_tokens=max_tokens)
     try:
         return ast.parse(source, filename=path), tokens
@@ -70,29 +68,42 @@ def _syntax_error(path: str, exc: SyntaxError) -> str:
 MAX_SHOWN_LINE = 120
 
 
-# PEP 263: a comment on line 1 or 2 naming the source's encoding.
-_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+# C0 controls a source may hold: tab, line feed, carriage return and form feed. CPython
+# ends a line at LF (or CR) only, where str.splitlines() also breaks at 0x1c-0x1e, 0x0b,
+# 0x0c and others: a check reading lines unlike CPython reads another file than it runs.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f]")
 
 
-def _check_declared_encoding(path: str, source: str) -> None:
+def _check_declared_encoding(path: str, data: bytes) -> None:
     """Python decodes a file by its coding comment; the site shows it as UTF-8. A file that
     declares another encoding (utf-7 hides a line in a comment) would run other code than
-    the code people read: refused."""
-    for number, line in enumerate(source.splitlines()[:2], start=1):
-        found = _CODING.match(line)
-        if found:
-            try:
-                name = codecs.lookup(found.group(1)).name
-            except LookupError:
-                name = found.group(1)
-            if name != "utf-8":
-                raise SourceError(
-                    f"{path} line {number}: declares the source encoding {found.group(1)!r}; "
-                    "bundle files are UTF-8 (remove the coding line)"
-                )
-            return
-        if line.strip() and not line.lstrip().startswith("#"):
-            return  # the declaration may only follow a comment or blank line
+    the code people read: refused. The declaration is read as CPython reads it, by
+    tokenize.detect_encoding on the bytes."""
+    try:
+        name, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown encoding, or a BOM that contradicts it
+        raise SourceError(
+            f"{path}: declares the source encoding wrongly ({exc.msg}); bundle files are "
+            "UTF-8 (remove the coding line)"
+        ) from None
+    if codecs.lookup(name).name != "utf-8":
+        raise SourceError(
+            f"{path}: declares the source encoding {name!r}; bundle files are UTF-8 "
+            "(remove the coding line)"
+        )
+
+
+def _check_controls(path: str, source: str) -> None:
+    found = _CONTROL.search(source)
+    if found:
+        line = source.count("\n", 0, found.start()) + 1
+        if found.group() == "\x00":
+            raise SourceError(f"{path} line {line}: contains a NUL byte")
+        raise SourceError(
+            f"{path} line {line}: contains the control character "
+            f"0x{ord(found.group()):02x} (only tab, newline, carriage return and form feed "
+            "may appear in a source)"
+        )
 
 
 def _measure_source(path: str, source: str, *, max_tokens: int) -> int:

@@ -299,3 +299,24 @@ def test_a_nul_byte_is_reported_at_its_line():
 def test_a_file_beside_a_folder_of_its_name_is_refused():
     data = make_zip({"all-reduce.py": GOOD, "_h.py": "", "_h.py/_x.py": ""})
     rejects("b.zip", data, "both a file and a folder")
+
+
+@pytest.mark.parametrize("control", ["\x1c", "\x1d", "\x1e", "\x0b", "\x85"])
+def test_a_control_byte_before_the_coding_line_hides_no_declaration(control):
+    """str.splitlines() breaks line 1 at these where CPython does not: the coding comment
+    after one is CPython's line 2 (a line checker's third), and the file would run as UTF-7
+    while shown as UTF-8."""
+    header = f"#!/usr/bin/env python{control}\n# -*- coding: utf-7 -*-\n"
+    source = header + "def solution(x):\n    return x\n"
+    rejects("b.zip", make_zip({"all-reduce.py": source}), "declares the source encoding")
+
+
+@pytest.mark.parametrize("control", ["\x01", "\x08", "\x0b", "\x1b", "\x1f"])
+def test_it_rejects_c0_control_characters_with_their_line(control):
+    source = f"def solution(x):\n    return x  # {control}\n"
+    rejects("b.zip", make_zip({"all-reduce.py": source}), "line 2: contains the control")
+
+
+def test_it_accepts_tab_form_feed_and_crlf():
+    source = "def solution(x):\r\n\treturn x\r\n\x0c\n"
+    assert read("b.zip", make_zip({"all-reduce.py": source})).solutions
