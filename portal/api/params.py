@@ -81,3 +81,27 @@ def query_choice(request: Request, name: str, choices: Collection[str]) -> str |
     if value is not None and value not in choices:
         raise ValidationError({name: [f"{value!r} is not one of: {', '.join(sorted(choices))}."]})
     return value
+
+
+class KnownQuery:
+    """A mixin for the API's views: a query parameter the view does not take is a 400 that
+    names it (`?mode=test` on a list was quietly ignored, so a client believed it filtered).
+    `query_parameters` are those its GET takes; a paginated view adds limit and offset; no
+    other method takes any. tests/portal/api/test_query_parameters.py holds them to the
+    schema."""
+
+    query_parameters: tuple[str, ...] = ()
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        taken = set()
+        if request.method in ("GET", "HEAD"):
+            taken = set(self.query_parameters)
+            if getattr(self, "pagination_class", None):
+                taken |= {"limit", "offset"}
+        unknown = sorted(set(request.query_params) - taken)
+        if unknown:
+            takes = f"it takes {', '.join(sorted(taken))}" if taken else "it takes none"
+            raise ValidationError(
+                {name: [f"unknown query parameter for this endpoint; {takes}."] for name in unknown}
+            )

@@ -36,7 +36,8 @@ _ERROR_SCHEMAS = {
 }
 _ERRORS = {
     "400": (
-        "A query parameter that is empty, unknown, no whole number or given more than once.",
+        "A query parameter that is empty, unknown (a value or a name the operation does not "
+        "take), no whole number or given more than once.",
         _FIELD_ERRORS,
     ),
     "401": (
@@ -68,8 +69,8 @@ def document_error_responses(result, generator, request, public):
     for path, operations in result.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            queries = [p for p in operation.get("parameters", []) if p.get("in") == "query"]
-            codes = ["401", "429"] + (["404"] if "{" in path else []) + (["400"] if queries else [])
+            # 400: any operation refuses a query parameter it does not take (params.KnownQuery).
+            codes = ["400", "401", "429"] + (["404"] if "{" in path else [])
             for code in codes:
                 description, schema = _ERRORS[code]
                 responses.setdefault(code, {"description": description})

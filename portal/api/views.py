@@ -28,6 +28,7 @@ from portal.api.params import (
     PROFILE_PARAMETER,
     WHO,
     WHO_PARAMETER,
+    KnownQuery,
     Pagination,
     query_choice,
 )
@@ -41,7 +42,7 @@ from portal.submissions.quotas import team_submission_quota
 from portal.submissions.services import SubmissionError, submission_cancel, submission_create
 
 
-class ProblemList(generics.ListAPIView):
+class ProblemList(KnownQuery, generics.ListAPIView):
     """Published problems, in catalog order."""
 
     serializer_class = serializers.ProblemSerializer
@@ -58,7 +59,7 @@ def _published_problem(slug: str) -> Problem:
         raise NotFound(f"No published problem {slug!r}; {did_you_mean(slug, known)}") from None
 
 
-class ProblemDetail(generics.RetrieveAPIView):
+class ProblemDetail(KnownQuery, generics.RetrieveAPIView):
     """A published problem with its reference source."""
 
     serializer_class = serializers.ProblemDetailSerializer
@@ -71,7 +72,9 @@ class ProblemDetail(generics.RetrieveAPIView):
         return problem
 
 
-class Leaderboard(APIView):
+class Leaderboard(KnownQuery, APIView):
+    query_parameters = ("profile", "category", "who")
+
     @extend_schema(
         parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER],
         responses={200: serializers.BoardSerializer},
@@ -85,7 +88,9 @@ class Leaderboard(APIView):
         return Response(serializers.BoardSerializer(board).data)
 
 
-class ProblemLeaderboard(APIView):
+class ProblemLeaderboard(KnownQuery, APIView):
+    query_parameters = ("profile",)
+
     @extend_schema(
         parameters=[PROFILE_PARAMETER],
         responses={200: serializers.ProblemRankingSerializer, 404: ERROR},
@@ -112,7 +117,7 @@ def _form_errors(form: SubmissionForm) -> dict[str, list[str]]:
     }
 
 
-class SubmissionListCreate(generics.ListCreateAPIView):
+class SubmissionListCreate(KnownQuery, generics.ListCreateAPIView):
     """Your team's submissions, newest first; POST a bundle to submit one."""
 
     permission_classes = [permissions.IsAuthenticated]
@@ -175,7 +180,7 @@ def _check_quota(request: Request, mode: str) -> None:
         raise Throttled(wait=quota.wait_s(mode), detail=refusal)
 
 
-class Profiles(APIView):
+class Profiles(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(
@@ -187,7 +192,7 @@ class Profiles(APIView):
         return Response(serializers.ProfileOfferSerializer(offers, many=True).data)
 
 
-class Quota(APIView):
+class Quota(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(
@@ -221,7 +226,7 @@ def _visible_submissions(request: Request):
     return Submission.objects.visible_to(request.user).select_related("team", "user")
 
 
-class SubmissionDetail(generics.RetrieveAPIView):
+class SubmissionDetail(KnownQuery, generics.RetrieveAPIView):
     """A submission with its per-problem results (logs for its team and admins only)."""
 
     serializer_class = serializers.SubmissionSerializer
@@ -261,7 +266,7 @@ ARTIFACT = {
 }
 
 
-class SubmissionArtifact(APIView):
+class SubmissionArtifact(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(
@@ -273,7 +278,7 @@ class SubmissionArtifact(APIView):
         return artifact_response(artifact_of(submission, name))
 
 
-class SubmissionCancel(APIView):
+class SubmissionCancel(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(
@@ -302,7 +307,7 @@ def _teams():
     return Team.objects.with_member_count().order_by("name")
 
 
-class TeamList(generics.ListAPIView):
+class TeamList(KnownQuery, generics.ListAPIView):
     """Every team, by name."""
 
     serializer_class = serializers.TeamSerializer
@@ -310,13 +315,13 @@ class TeamList(generics.ListAPIView):
     queryset = _teams()
 
 
-class TeamDetail(generics.RetrieveAPIView):
+class TeamDetail(KnownQuery, generics.RetrieveAPIView):
     serializer_class = serializers.TeamDetailSerializer
     queryset = _teams().prefetch_related("memberships__user")
     lookup_field = "slug"
 
 
-class OwnTeam(APIView):
+class OwnTeam(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(responses={200: serializers.OwnTeamSerializer, 404: ERROR}, summary="Your team")
@@ -328,7 +333,7 @@ class OwnTeam(APIView):
         return Response(serializers.OwnTeamSerializer(team, context={"request": request}).data)
 
 
-class Me(APIView):
+class Me(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
 
     @extend_schema(

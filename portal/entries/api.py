@@ -20,6 +20,7 @@ from portal.api.params import (
     ERROR,
     PROFILE_PARAMETER,
     WHO_PARAMETER,
+    KnownQuery,
     query_choice,
 )
 from portal.api.parsers import JSONParser
@@ -57,7 +58,8 @@ def _entry(slug: str) -> Entry:
     return entry
 
 
-class EntryListCreate(APIView):
+class EntryListCreate(KnownQuery, APIView):
+    query_parameters = ("profile", "kind")
     parser_classes = [JSONParser]
     permission_classes = [permissions.IsAuthenticatedOrReadOnly]
 
@@ -97,7 +99,9 @@ class EntryListCreate(APIView):
         return Response(data, status=status.HTTP_201_CREATED)
 
 
-class EntryDetail(APIView):
+class EntryDetail(KnownQuery, APIView):
+    query_parameters = ("profile",)
+
     @extend_schema(
         parameters=[PROFILE_PARAMETER],
         responses={200: serializers.EntryStatusSerializer, 404: ERROR},
@@ -108,7 +112,7 @@ class EntryDetail(APIView):
         return Response(serializers.EntryStatusSerializer(state, context={"request": request}).data)
 
 
-class EntrySamples(APIView):
+class EntrySamples(KnownQuery, APIView):
     permission_classes = [permissions.IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
@@ -137,7 +141,7 @@ class EntrySamples(APIView):
         return Response(data, status=status.HTTP_201_CREATED, headers=headers)
 
 
-class EntryBatchDetail(APIView):
+class EntryBatchDetail(KnownQuery, APIView):
     @extend_schema(
         responses={200: serializers.BatchSerializer, 404: ERROR},
         summary="A batch of samples: its progress and results, and the entry's scores",
@@ -157,7 +161,7 @@ def dataset_response(rows: list[dict], fmt: str, name: str) -> HttpResponse:
     return response
 
 
-class EntryDataset(APIView):
+class EntryDataset(KnownQuery, APIView):
     @extend_schema(
         parameters=[FORMAT_PARAMETER],
         responses={**DATASET, 404: ERROR},
@@ -168,7 +172,9 @@ class EntryDataset(APIView):
         return dataset_response(list(export.entry_rows([entry])), fmt, f"pkb-entry-{entry.slug}")
 
 
-class BoardDataset(APIView):
+class BoardDataset(KnownQuery, APIView):
+    query_parameters = ("profile", "category", "who")
+
     @extend_schema(
         parameters=[FORMAT_PARAMETER, PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER],
         responses={**DATASET, 404: ERROR},

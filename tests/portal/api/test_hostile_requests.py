@@ -59,3 +59,38 @@ def test_a_deeply_nested_body_is_a_400_wherever_json_is_read(alice_api, profiled
     assert response.status_code in (400, 409), response.content
     if response.status_code == 400:
         assert "nested too deeply" in response.json()["detail"]
+
+
+def _operations(client) -> list[tuple[str, str, list[str]]]:
+    schema = client.get("/api/schema/?format=json").json()
+    return [
+        (path, method, [p["name"] for p in op.get("parameters", []) if p["in"] == "query"])
+        for path, ops in schema["paths"].items()
+        for method, op in ops.items()
+        if path not in ("/api/schema/",)
+    ]
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/submissions/?mode=test", "/api/entries/?mode=test", "/api/teams/?sort=name"]
+)
+def test_an_unknown_query_parameter_on_a_list_is_a_400_naming_it(alice_api, problems, url):
+    response = alice_api.get(url)
+    assert response.status_code == 400
+    [(name, [message])] = response.json().items()
+    assert name in url and "unknown query parameter" in message
+
+
+def test_every_operation_refuses_what_its_schema_does_not_document(alice_api, profiled):
+    """A made-up parameter is a 400 on every operation, and no documented one is refused as
+    unknown: the views' lists and the schema agree."""
+    for path, method, documented in _operations(alice_api):
+        url = path.replace("{id}", str(profiled.pk)).replace("{slug}", "x")
+        url = url.replace("{name}", "top.csv").replace("{fmt}", "csv")
+        call = getattr(alice_api, method)
+        response = call(f"{url}?made_up=1")
+        assert response.status_code == 400, (method, path, response.status_code)
+        assert "made_up" in response.json(), (method, path)
+        for name in documented:
+            body = call(f"{url}?{name}=").content.decode()
+            assert "unknown query parameter" not in body, (method, path, name)
