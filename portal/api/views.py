@@ -197,7 +197,8 @@ class Quota(KnownQuery, APIView):
 
     @extend_schema(
         responses={200: serializers.QuotaSerializer, 404: ERROR},
-        summary="Your team's quota per mode: runs used per hour and per day, next free slot",
+        summary="Your team's one budget: runs used per mode per hour and per day (entries' "
+        "samples are ranked runs), runs at once, entries registered, next free slot",
     )
     def get(self, request: Request) -> Response:
         team = team_of(request.user)
@@ -216,6 +217,8 @@ class Quota(KnownQuery, APIView):
             ],
             "active": quota.active,
             "active_limit": quota.active_limit,
+            "entries": quota.entries,
+            "entries_limit": quota.entries_limit,
         }
         return Response(serializers.QuotaSerializer(data).data)
 

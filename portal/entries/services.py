@@ -19,12 +19,14 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from evaluator.intake.bundle import Bundle
+from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.entries.models import Entry, EntryAttempt, EntryBatch, EntrySample, Kind
 from portal.entries.selectors import entry_attempt_counts, entry_quota
 from portal.problems.models import Problem
 from portal.submissions.digests import code_digests
 from portal.submissions.models import Submission
+from portal.submissions.quotas import team_submission_quota
 from portal.submissions.services import SubmissionError
 
 # The Submit page's own checks and queueing, so that a sample is refused with the same
@@ -43,7 +45,7 @@ class EntryError(Exception):
     """A request about an entry that cannot be granted; the message is meant for the user."""
 
 
-def _member_team(user: User, entry: Entry | None = None):
+def _member_team(user: User, entry: Entry | None = None) -> Team:
     team = team_of(user)
     if team is None:
         raise EntryError("Join or create a team first: an entry belongs to a team.")
@@ -94,8 +96,12 @@ def entry_register(
         raise EntryError("An entry needs a name (with a letter or digit) and a model name.")
     if Entry.objects.filter(slug=slug).exists() or Entry.objects.filter(name__iexact=name).exists():
         raise EntryError(f"An entry named {name!r} ({slug}) exists already; choose another name.")
+    _check_entry_count(team)
     try:
         with transaction.atomic():
+            # The team's row serialises its registrations: two at once must not both take
+            # the last entry it may register.
+            _check_entry_count(Team.objects.select_for_update().get(pk=team.pk))
             entry = Entry.objects.create(
                 team=team,
                 slug=slug,
@@ -146,6 +152,23 @@ def _check_batch_size(entry: Entry, count: int) -> None:
         raise EntryError(
             f"A batch holds at most the entry's {entry.n} samples per problem; this one has "
             f"{count}."
+        )
+
+
+def _check_team_budget(team: Team, count: int) -> None:
+    """The team's one budget: each sample is a ranked run of the team (its ranked windows
+    and its runs at once)."""
+    refusal = team_submission_quota(team).batch_refusal(count)
+    if refusal:
+        raise EntryError(f"{refusal} Nothing of the batch was kept.")
+
+
+def _check_entry_count(team: Team) -> None:
+    most = settings.PKB_MAX_ENTRIES_PER_TEAM
+    if team.entries.count() >= most:
+        raise EntryError(
+            f"Your team has registered {most} entries, the most a team may (PKB_MAX_ENTRIES_PER_"
+            "TEAM); send more samples to one of them instead."
         )
 
 
@@ -228,17 +251,22 @@ def entry_samples_submit(
     Must not run inside a transaction: like submission_create, it owns the commit that
     makes the stored files and the rows appear together.
     """
-    _member_team(user, entry)
+    team = _member_team(user, entry)
     _check_batch_size(entry, len(uploads))
-    _check_quota(entry, len(uploads))  # before reading the bundles: a refusal costs nothing
+    # Before reading the bundles: a refusal costs nothing.
+    _check_team_budget(team, len(uploads))
+    _check_quota(entry, len(uploads))
     checked = _check_samples(uploads, profile=settings.PKB_SUBMISSION_PROFILE)
     _check_attempts(entry, checked)
     stored: list[EntrySample] = []
     saved: list[str] = []  # files stored so far: removed again if the batch fails
     try:
         with transaction.atomic(durable=True):
-            # The entry's row serialises its batches: two at once must not both take a
-            # problem's last declared sample, nor the quota's last slot.
+            # The team's row serialises everything that queues its work (as in
+            # submission_create, which takes it too), the entry's row its batches: two at
+            # once must not both take the team's last slot, a problem's last declared
+            # sample, nor the entry's last sample of the day. Team first, always.
+            _check_team_budget(Team.objects.select_for_update().get(pk=team.pk), len(uploads))
             entry = Entry.objects.select_for_update().select_related("team").get(pk=entry.pk)
             _check_quota(entry, len(uploads))
             sent = _check_attempts(entry, checked)

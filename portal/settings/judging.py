@@ -61,15 +61,18 @@ if min(*_HOURLY, PKB_PROFILE_RUNS_PER_HOUR) < 0:
         "PKB_PROFILE_RUNS_PER_HOUR must be 0 (no hourly limit) or positive"
     )
 
-# Model and agent entries (portal/entries): an evaluation sends its samples in batches, so
-# an entry has a quota of its own instead of the team's, PKB_ENTRY_SAMPLES_PER_DAY samples
-# (bundles) in any 24 hours, all of a batch queued at once; and declares at most
-# PKB_ENTRY_MAX_SAMPLES samples per problem, which bounds what one entry costs the hosts.
+# Model and agent entries (portal/entries): an entry's samples are ranked runs of its team
+# and count against the team's limits above like any upload; on top of that an entry sends
+# at most PKB_ENTRY_SAMPLES_PER_DAY samples (bundles) in any 24 hours, declares at most
+# PKB_ENTRY_MAX_SAMPLES samples per problem, and a team registers at most
+# PKB_MAX_ENTRIES_PER_TEAM entries (each is listed on /entries/ and in the API).
 PKB_ENTRY_SAMPLES_PER_DAY = envint("PKB_ENTRY_SAMPLES_PER_DAY", 40)
 PKB_ENTRY_MAX_SAMPLES = envint("PKB_ENTRY_MAX_SAMPLES", 20)
-if PKB_ENTRY_SAMPLES_PER_DAY <= 0 or PKB_ENTRY_MAX_SAMPLES <= 0:
+PKB_MAX_ENTRIES_PER_TEAM = envint("PKB_MAX_ENTRIES_PER_TEAM", 5)
+if min(PKB_ENTRY_SAMPLES_PER_DAY, PKB_ENTRY_MAX_SAMPLES, PKB_MAX_ENTRIES_PER_TEAM) <= 0:
     raise ImproperlyConfigured(
-        "PKB_ENTRY_SAMPLES_PER_DAY and PKB_ENTRY_MAX_SAMPLES must be positive"
+        "PKB_ENTRY_SAMPLES_PER_DAY, PKB_ENTRY_MAX_SAMPLES and PKB_MAX_ENTRIES_PER_TEAM must "
+        "be positive"
     )
 
 # Re-runs for the ranking: every PKB_RERUN_EVERY_S the beat judges each published problem's

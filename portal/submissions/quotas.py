@@ -7,6 +7,12 @@ run that failed through the platform's fault (`Submission.platform_fault`: its h
 lost again and again, no worker came, the evaluator broke): the team did nothing wrong and
 gets its slot back. The limits per mode are settings (`PKB_<MODE>_RUNS_PER_HOUR` and
 `_PER_DAY`; ranked runs per day keep their older name, `PKB_SUBMISSIONS_PER_DAY`).
+
+One budget per team, whatever queues the work: a model or agent entry's samples are ranked
+runs of its team and count in its ranked windows and its runs at once like any upload (a
+batch needs a slot for each of its samples), and a team registers at most
+`PKB_MAX_ENTRIES_PER_TEAM` entries. GPU time is what the limits share out; an entry with a
+budget of its own was a way round them.
 """
 
 from __future__ import annotations
@@ -111,9 +117,11 @@ class SubmissionQuota:
     """A team's quotas at one moment: each mode's, and evaluations at once (all modes)."""
 
     modes: dict[str, ModeQuota]
-    active: int  # queued or running now
+    active: int  # queued or running now, entries' samples included
     active_limit: int
     now: datetime
+    entries: int = 0  # model and agent entries the team registered
+    entries_limit: int = 0
 
     def __getitem__(self, mode: str) -> ModeQuota:
         return self.modes[mode]
@@ -123,9 +131,15 @@ class SubmissionQuota:
         return f"At most {self.active_limit} queued or running at once ({self.active} now)."
 
     @property
+    def entries_summary(self) -> str:
+        return f"{self.entries} of {self.entries_limit} model or agent entries registered."
+
+    @property
     def lines(self) -> list[str]:
-        """One line per mode, then the runs at once: what the Submit and Team pages show."""
-        return [*(f"{self.modes[m].summary}." for m in Submission.Mode.values), self.active_summary]
+        """One line per mode, then the runs at once and the entries: what the Submit and
+        Team pages show."""
+        modes = [f"{self.modes[m].summary}." for m in Submission.Mode.values]
+        return [*modes, self.active_summary, self.entries_summary]
 
     @property
     def summary(self) -> str:
@@ -140,6 +154,27 @@ class SubmissionQuota:
             return (
                 f"Your team has {self.active} submissions queued or running, the most at once "
                 f"({self.active_limit}); submit again when one of them has finished."
+            )
+        return None
+
+    def batch_refusal(self, count: int) -> str | None:
+        """Why a batch of `count` ranked runs (an entry's samples, queued together) is
+        refused now, or None: each sample takes a slot of every ranked window and of the
+        runs at once."""
+        ranked = self.modes[Submission.Mode.RANKED]
+        for window in ranked.windows:
+            if window.used + count > window.limit:
+                return (
+                    f"Your team has used {window.used} of {window.limit} ranked runs "
+                    f"{window.name}, entries' samples included; a batch of {count} would pass "
+                    f"that. Send at most {max(0, window.limit - window.used)} now."
+                )
+        if self.active + count > self.active_limit:
+            return (
+                f"Your team has {self.active} runs queued or running and may have "
+                f"{self.active_limit} at once, entries' samples included; a batch of {count} "
+                f"would pass that. Send at most {max(0, self.active_limit - self.active)} now, "
+                "the rest when they have finished."
             )
         return None
 
@@ -158,12 +193,11 @@ def _window(times: list[datetime], span: timedelta, limit: int, now: datetime) -
 
 
 def team_submission_quota(team: Team, *, now: datetime | None = None) -> SubmissionQuota:
-    """Every mode's use of its limits and the team's active runs; two queries. A model
-    entry's samples have a quota of their own (portal/entries) and take nothing from the
-    team's."""
+    """Every mode's use of its limits, the team's active runs and its entries; three
+    queries. An entry's samples are the team's ranked runs and count as such."""
     now = now or timezone.now()
     times: dict[str, list[datetime]] = {mode: [] for mode in Submission.Mode.values}
-    own = Submission.objects.for_team(team).filter(entry_sample__isnull=True)
+    own = Submission.objects.for_team(team)
     rows = (
         own.created_since(now - DAY)
         .filter(platform_fault=False)
@@ -189,4 +223,6 @@ def team_submission_quota(team: Team, *, now: datetime | None = None) -> Submiss
         active=own.active().count(),
         active_limit=settings.PKB_MAX_ACTIVE_SUBMISSIONS,
         now=now,
+        entries=team.entries.count(),  # related name of portal.entries' Entry.team
+        entries_limit=settings.PKB_MAX_ENTRIES_PER_TEAM,
     )

@@ -42,7 +42,8 @@ def _wait_until_judged(entry: Entry, logs: dict[str, Path]) -> None:
 
 
 @pytest.mark.timeout(DEADLINE_S + 120)
-def test_a_batch_of_three_samples_is_judged_and_scored_by_pass_at_k(workers):
+def test_a_batch_of_three_samples_is_judged_and_scored_by_pass_at_k(workers, settings):
+    settings.PKB_MAX_ACTIVE_SUBMISSIONS = 3  # each sample takes one of the team's slots
     problems_sync()
     alice = get_user_model().objects.create_user("alice", password="x-very-secret-1")
     team_create(owner=alice, name="Alice's Kernels")

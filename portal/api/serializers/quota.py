@@ -31,5 +31,9 @@ class ModeQuotaSerializer(serializers.Serializer):
 
 class QuotaSerializer(serializers.Serializer):
     modes = ModeQuotaSerializer(many=True)
-    active = serializers.IntegerField(help_text="The team's runs queued or running now.")
+    active = serializers.IntegerField(
+        help_text="The team's runs queued or running now, its entries' samples included."
+    )
     active_limit = serializers.IntegerField(help_text="Of all modes together.")
+    entries = serializers.IntegerField(help_text="Model and agent entries the team registered.")
+    entries_limit = serializers.IntegerField(help_text="PKB_MAX_ENTRIES_PER_TEAM.")

@@ -56,6 +56,10 @@ def cmd_quota(args: argparse.Namespace) -> int:
     console.print(
         f"At most {quota['active_limit']} queued or running at once ({quota['active']} now)."
     )
+    if "entries" in quota:  # a site from before entries shared the team's budget has none
+        console.print(
+            f"{quota['entries']} of {quota['entries_limit']} model or agent entries registered."
+        )
     refused = [m for m in quota["modes"] if m["refusal"]]
     for mode in refused:
         err().print(f"{mode['mode']}: {mode['refusal']}")

@@ -15,6 +15,13 @@ from tests.portal.api.conftest import (  # noqa: F401  (the API's fixtures)
 )
 
 
+@pytest.fixture(autouse=True)
+def _room_for_batches(settings):
+    # Each sample takes one of the team's runs at once (tests/portal/entries/
+    # test_team_budget.py); these tests send batches of n=3 to score them.
+    settings.PKB_MAX_ACTIVE_SUBMISSIONS = 10
+
+
 @pytest.fixture
 def entry(alice, problems):
     return entry_register(

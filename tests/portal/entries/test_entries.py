@@ -10,7 +10,6 @@ from portal.entries.services import EntryError, entry_register
 from portal.leaderboard import freshness
 from portal.leaderboard.selectors import build_leaderboard, problem_board
 from portal.submissions.models import Submission
-from portal.submissions.quotas import team_submission_quota
 from tests.portal.entries.helpers import judge, passed, send, solving, three_samples, wrong
 from tests.portal.judging import judged
 
@@ -117,14 +116,6 @@ def test_the_entry_quota_refuses_past_its_samples_per_day(alice, entry, settings
     send(alice, entry, solving("all-reduce"), solving("all-gather"))
     with pytest.raises(EntryError, match="may send 3 samples in any 24 hours and has sent 2"):
         send(alice, entry, solving("tp-linear"), solving("tp-linear"))
-
-
-def test_samples_take_nothing_from_the_teams_own_quota(alice, team, entry, settings):
-    settings.PKB_MAX_ACTIVE_SUBMISSIONS = 1
-    send(alice, entry, *[solving("all-reduce")] * 3)
-    quota = team_submission_quota(team)
-    used = [window.used for window in quota["ranked"].windows]
-    assert (set(used), quota.active, quota.refusal()) == ({0}, 0, None)
 
 
 # scores
