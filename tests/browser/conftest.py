@@ -52,8 +52,33 @@ def browser() -> Iterator:
 def _page(browser, live_server, **options) -> Iterator:
     context = browser.new_context(base_url=live_server.url, **options)
     context.set_default_timeout(15_000)
-    yield context.new_page()
+    page = context.new_page()
+    visited: list[str] = []
+    page.on("framenavigated", lambda frame: _note(page, frame, visited, live_server.url))
+    yield page
+    # Every page a browser test went through must fit the window it was opened in (issue
+    # 40: problem pages overflowed a phone while no test looked at them at that width).
+    overflows = _overflows(page, visited)
     context.close()
+    assert not overflows, f"wider than {page.viewport_size['width']} px: {overflows}"
+
+
+def _note(page, frame, visited: list[str], origin: str) -> None:
+    url = frame.url.split("#")[0]
+    if frame is page.main_frame and url.startswith(origin) and url not in visited:
+        visited.append(url)
+
+
+def _overflows(page, visited: list[str]) -> dict[str, int]:
+    """Goes through the pages the test visited again (the last state of each, read with GET)
+    and says by how much each is wider than the window."""
+    found = {}
+    measured = _MEASURED.pop(id(page), set())  # the test read these itself
+    for url in [url for url in visited if url not in measured]:
+        page.goto(url)
+        if (extra := page_overflow(page)) > 0:
+            found[url] = extra
+    return found
 
 
 @pytest.fixture
@@ -66,9 +91,20 @@ def phone(browser, live_server) -> Iterator:
     yield from _page(browser, live_server, viewport=PHONE, is_mobile=True)
 
 
+# The pages (by id) and URLs whose overflow a test has read itself, which the fixtures' own
+# check then need not load again.
+_MEASURED: dict[int, set[str]] = {}
+
+
 def page_overflow(page) -> int:
-    """How far the page itself is wider than the window (a table may scroll in its box)."""
-    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    """How far the page itself is wider than the window (a table may scroll in its box).
+
+    Measured against the width the window was opened at, not `window.innerWidth`: a phone's
+    browser widens its layout viewport to fit a page that overflows, so innerWidth grows with
+    the page and the difference reads 0 on a page twice the phone's width."""
+    width = page.evaluate("document.documentElement.scrollWidth")
+    _MEASURED.setdefault(id(page), set()).add(page.url.split("#")[0])
+    return width - page.viewport_size["width"]
 
 
 def within_width(page, locator) -> bool:

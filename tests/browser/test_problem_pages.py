@@ -6,7 +6,7 @@ import pytest
 
 from portal.problems.services import problems_sync
 from problems import get_problem
-from tests.browser.conftest import page_overflow
+from tests.browser.conftest import PHONE, page_overflow
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory, TeamFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -67,10 +67,24 @@ def test_a_problem_page_shows_the_bench_tables_reference_times_and_bounds(page, 
     assert "GB/s" in page.locator("#reference-times h3[data-profile='h200x4']").inner_text()
 
 
-def test_on_a_phone_a_problem_page_does_not_overflow(phone, catalog):
-    phone.goto("/problems/ep-dispatch/")
-    phone.locator("#tolerances").wait_for()
-    assert page_overflow(phone) <= 0
+def test_on_a_phone_no_problem_page_overflows(phone, catalog):
+    from portal.problems.models import Problem
+
+    wider = {}
+    for slug in Problem.objects.order_by("slug").values_list("slug", flat=True):
+        phone.goto(f"/problems/{slug}/")
+        if (extra := page_overflow(phone)) > 0:
+            wider[slug] = extra
+    assert not wider, f"wider than {PHONE['width']} px: {wider}"
     phone.goto("/problems/")
     phone.locator(".problem-card").first.wait_for()
     assert page_overflow(phone) <= 0
+
+
+def test_at_1280_a_problem_page_of_each_category_fits(page, catalog):
+    from portal.problems.models import Category, Problem
+
+    for category in Category:
+        problem = Problem.objects.filter(category=category).order_by("slug").first()
+        page.goto(f"/problems/{problem.slug}/")
+        assert page_overflow(page) <= 0, problem.slug
