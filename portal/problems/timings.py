@@ -25,11 +25,11 @@ from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, Submission
 
 # Profile -> bench table of every reference at the demo eval cases (docs/measurements).
+# Profile -> (table, the date it was taken): each profile's newest whole-catalog table.
 BENCH_TABLES = {
-    "h200x2": "docs/measurements/2026-11-22-references-h200x2.json",
-    "h200x4": "docs/measurements/2026-11-22-references-h200x4.json",
+    "h200x2": ("docs/measurements/2026-11-28-references-h200x2.json", "2026-11-28"),
+    "h200x4": ("docs/measurements/2026-11-22-references-h200x4.json", "2026-11-22"),
 }
-BENCH_DATE = "2026-11-22"
 # The newest judged results read per problem: enough for a stable median, bounded work.
 RECENT_RESULTS = 200
 
@@ -73,7 +73,7 @@ def _bench_table(path: str) -> dict[str, Any]:
 
 def _bench_rows(problem: Problem, profile: str) -> tuple[float | None, dict[str, dict]]:
     """The table's bandwidth and its rows for the problem whose sizes are today's."""
-    table = _bench_table(BENCH_TABLES[profile]) if profile in BENCH_TABLES else {}
+    table = _bench_table(BENCH_TABLES[profile][0]) if profile in BENCH_TABLES else {}
     today = {(c["name"], c["dtype"]): c["params"] for c in problem.demo_cases}
     rows = {
         row["case"]: row
@@ -147,7 +147,7 @@ def _profile_timings(
                 f"{len(runs)} judged run{'s' if len(runs) > 1 else ''}",
             )
         elif case.name in bench:
-            case.ref_us, case.source = float(bench[case.name]["median_us"]), f"bench {BENCH_DATE}"
+            case.ref_us, case.source = float(bench[case.name]["median_us"]), f"bench {BENCH_TABLES[profile.name][1]}"
         if timings.bandwidth_gbps and case.bytes_moved is not None:
             case.floor_us = case.bytes_moved / timings.bandwidth_gbps / 1e3
         timings.cases.append(case)
