@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -70,6 +71,48 @@ def _check_declaration(*, samples_per_problem: int, k: int) -> None:
         raise EntryError(f"An entry declares at most {most} samples per problem.")
 
 
+NOTE_MAX = 2000  # characters: the note is in every anonymous GET /api/entries/
+EARLIEST_DATE = date(2020, 1, 1)  # before any model that writes kernels
+# Bidirectional controls reorder what a page or a terminal shows (U+202E turns a name
+# around): refused, as in bundle file names, with every other control character.
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def _unsafe_character(text: str, *, lines: bool = False) -> str | None:
+    for char in text:
+        if lines and char in "\n\t":
+            continue
+        if unicodedata.category(char) == "Cc" or ord(char) in _BIDI:
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def _check_text(fields: dict[str, str], note: str) -> None:
+    """Every text of the declaration, shown on pages, in the API and in the dataset: one
+    line of printable characters (the note may have several), the note bounded."""
+    for field, text in [*fields.items(), ("note", note)]:
+        bad = _unsafe_character(text, lines=field == "note")
+        if bad:
+            raise EntryError(
+                f"{field} holds a control or bidirectional character ({bad}); write it as "
+                "plain text."
+            )
+    if len(note) > NOTE_MAX:
+        raise EntryError(f"The note has {len(note)} characters; at most {NOTE_MAX}.")
+
+
+def _check_date(evaluated_on: date | None) -> date:
+    today = timezone.localdate()
+    if evaluated_on is None:
+        return today
+    if not EARLIEST_DATE <= evaluated_on <= today + timedelta(days=1):
+        raise EntryError(
+            f"evaluated_on {evaluated_on.isoformat()} is not a date of an evaluation: "
+            f"between {EARLIEST_DATE.isoformat()} and today."
+        )
+    return evaluated_on
+
+
 def entry_register(
     *,
     user: User,
@@ -90,6 +133,10 @@ def entry_register(
     if kind not in Kind.values:
         raise EntryError(f"kind must be one of: {', '.join(Kind.values)}.")
     _check_declaration(samples_per_problem=samples_per_problem, k=k)
+    texts = {"name": name, "slug": slug, "model_name": model_name,
+             "model_version": model_version, "harness": harness, "sampling": sampling}  # fmt: skip
+    _check_text(texts, note)
+    evaluated_on = _check_date(evaluated_on)
     name = name.strip()
     slug = slugify(slug or name)[:64]
     if not name or not slug or not model_name.strip():
@@ -112,7 +159,7 @@ def entry_register(
                 harness=harness.strip(),
                 sampling=sampling.strip(),
                 note=note.strip(),
-                evaluated_on=evaluated_on or timezone.localdate(),
+                evaluated_on=evaluated_on,
                 samples_per_problem=samples_per_problem,
                 k=k,
                 created_by=user,
