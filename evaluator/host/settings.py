@@ -96,6 +96,9 @@ class Settings:
     # between them): for tests whose bundle code writes notes for the test to read. Never
     # on a production host: whatever is there, every bundle may read and change.
     sandbox_shared: tuple[Path, ...] = ()
+    # Size of each private tmpfs bundle code may write in the bubblewrap sandbox (/tmp,
+    # /var/tmp, /dev/shm, its HOME, TMPDIR and build caches): a disk it cannot fill.
+    sandbox_tmp_bytes: int = 1 << 30
     # Who bundle code runs as: None when the worker is not root (it is unprivileged then).
     candidate_user: Identity | None = None
     # This worker's Celery node name is pkb-<worker_name>@<host>: several workers on one
@@ -194,6 +197,7 @@ def load_settings(env: Mapping[str, str] = os.environ) -> Settings:
         sandbox_shared=tuple(
             Path(p) for p in env.get("PKB_SANDBOX_SHARED", "").split(os.pathsep) if p.strip()
         ),
+        sandbox_tmp_bytes=env_int(env, "PKB_SANDBOX_TMP_MB", 1024, minimum=16) << 20,
         evaluation_memory_bytes=env_int(
             env, "PKB_EVALUATION_MEMORY_MB", default_evaluation_memory_mb(), minimum=0
         )

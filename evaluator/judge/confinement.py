@@ -57,8 +57,7 @@ def check_sandbox(settings: Settings) -> bool:
     with tempfile.TemporaryDirectory(prefix="pkb-sandbox-check-") as folder:
         os.chmod(folder, 0o711)  # the sandbox's holder runs as the candidate user
         jail, _ = start_sandbox(Path(folder) / "sandbox", settings)
-        if jail is None:
-            return False
+        assert jail is not None  # start_sandbox raises instead, when isolating
         try:
             if isinstance(jail, bubblewrap.Sandbox) and glob.glob("/dev/nvidia[0-9]*"):
                 check_cuda_inside(jail)
@@ -79,8 +78,9 @@ def check_cuda_inside(box: bubblewrap.Sandbox) -> None:
         box.run_inside(code, expect="cuda ok", timeout_s=CUDA_CHECK_TIMEOUT_S)
     except RuntimeError as exc:
         raise sandbox.SandboxError(
-            f"CUDA does not work in the bubblewrap sandbox ({exc}); set PKB_SANDBOX=namespaces "
-            "to run bundle code in the network jail alone (docs/security.md)"
+            f"{SANDBOX_FAULT}: CUDA does not work in the bubblewrap sandbox ({exc}); "
+            "PKB_SANDBOX=namespaces (a development setting, README) runs bundle code in the "
+            "network jail alone"
         ) from exc
     log.info("CUDA works in the bubblewrap sandbox")
 
@@ -147,37 +147,43 @@ def close_cgroups(
         memory.close()
 
 
+# How a sandbox fault's message begins: the canary's reading of a host whose sandbox cannot
+# start says so (host/canary.py), and the host stops taking work of any kind.
+SANDBOX_FAULT = "this host's sandbox cannot start"
+
+
 def start_sandbox(
     folder: Path, settings: Settings, group: cgroups.EvaluationCgroup | None = None
 ) -> tuple[bubblewrap.Sandbox | sandbox.NetworkJail | None, str | None]:
-    """The candidate's sandbox (bubblewrap's, else the network jail; None where the host
-    refuses both) and the launcher of bundle code. `folder` is in the evaluation's scratch
-    folder, which the sandbox shows its processes; processes launched into a bubblewrap
-    sandbox are charged to `group`.
+    """The candidate's sandbox, the one the settings name and no other, and the launcher
+    of bundle code. `folder` is in the evaluation's scratch folder, which the sandbox shows
+    its processes; processes launched into a bubblewrap sandbox are charged to `group`.
 
-    Raises SandboxError where bundle code cannot be switched to the candidate user."""
+    Fails closed: SandboxError (a platform fault: nothing is judged) where the sandbox
+    asked for cannot start, never a weaker one instead. Weaker ones run only where the
+    operator names them (PKB_SANDBOX=namespaces, PKB_ISOLATE_NETWORK=false)."""
     identity = settings.candidate_user
-    if settings.isolate_network and settings.sandbox == "bubblewrap":
-        ids = sandbox.candidate_ids(identity)
-        try:
-            procs = str(group.procs) if group is not None else "-"
-            box = bubblewrap.Sandbox.start(
-                folder, folder.parent, *ids, cgroup=procs, shared=settings.sandbox_shared
-            )
-        except (OSError, RuntimeError) as exc:
-            log.error(
-                "NO BUBBLEWRAP SANDBOX (%s): bundle code gets the network jail alone, with "
-                "the host's files, sockets and processes in its reach",
-                exc,
-            )
-        else:
-            return box, box.executable
-    jail = sandbox.NetworkJail.start(folder, identity) if settings.isolate_network else None
-    if jail is not None:
+    if not settings.isolate_network:
+        return None, sandbox.plain_launcher(folder, identity)
+    if settings.sandbox == "namespaces":
+        jail = sandbox.NetworkJail.start(folder, identity)
+        if jail is None:
+            raise sandbox.SandboxError(f"{SANDBOX_FAULT} (PKB_SANDBOX=namespaces): see the log")
         return jail, jail.executable
-    if settings.isolate_network:
-        log.warning(
-            "CANDIDATES HAVE NETWORK ACCESS: this host allows no user and network namespace "
-            "(set PKB_ISOLATE_NETWORK=false to acknowledge)"
+    scratch = folder.parent
+    for name in CANDIDATE_FOLDERS:  # mount points: the bundle's is filled in afterwards
+        (scratch / name).mkdir(exist_ok=True, mode=0o700)
+    try:
+        box = bubblewrap.Sandbox.start(
+            folder,
+            scratch,
+            *sandbox.candidate_ids(identity),
+            cgroup=str(group.procs) if group is not None else "-",
+            shared=settings.sandbox_shared,
+            capped=[scratch / name for name in CANDIDATE_FOLDERS[1:]],
+            readonly=[scratch / CANDIDATE_FOLDERS[0]],
+            tmp_bytes=settings.sandbox_tmp_bytes,
         )
-    return None, sandbox.plain_launcher(folder, identity)
+    except (OSError, RuntimeError) as exc:
+        raise sandbox.SandboxError(f"{SANDBOX_FAULT} (bubblewrap): {exc}") from exc
+    return box, box.executable
