@@ -46,6 +46,7 @@ from evaluator.host import liveness
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, env_float, env_int
 from evaluator.judge.canary import default_tolerance
+from evaluator.judge.confinement import SANDBOX_FAULT
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,9 @@ class Watch:
         }
         self._publish(record)
         self.last = record
+        if sandbox_fault(reading):
+            self._hold(record)
+            return
         if self.confirmed:
             self.paused, self.ranked = False, in_bounds
             if self.gate is not None:
@@ -254,6 +258,20 @@ class Watch:
                 wait_s,
             )
 
+    def _hold(self, record: Mapping[str, Any]) -> None:
+        """No work of any kind: the sandbox its settings name cannot start here, so every
+        evaluation would be a platform fault (the reading, on /queue/ and /health/, says
+        why). A reading every PKB_CANARY_RECHECK_S lets work in once it starts again."""
+        self.paused, self.ranked = True, False
+        self.due = time.monotonic() + self.plan.recheck_s
+        if self.gate is not None:
+            self.gate.pause()
+        log.error(
+            "canary: %s; this worker takes no work until its sandbox starts (next try in %d s)",
+            record.get("error"),
+            self.plan.recheck_s,
+        )
+
     @property
     def confirmed(self) -> bool:
         """The last reading's verdict stands: in bounds, or out of bounds in a row."""
@@ -271,6 +289,12 @@ class Watch:
         except liveness.ERRORS as exc:
             # The decision is this worker's own; the portal merely shows no reading.
             log.warning("cannot publish the canary's reading: %s", exc)
+
+
+def sandbox_fault(reading: Mapping[str, Any]) -> bool:
+    """The reading failed because bundle code could not be confined as configured (the
+    canary's candidate is the reference: no bundle can cause this)."""
+    return SANDBOX_FAULT in str(reading.get("error") or "")
 
 
 def describe(record: Mapping[str, Any]) -> str:

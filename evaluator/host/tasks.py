@@ -33,8 +33,9 @@ from evaluator.host import canary, liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import get_profile
 from evaluator.host.run import evaluation_id_of, run_evaluation
+from evaluator.host.sandbox import SandboxError
 from evaluator.host.settings import Settings, load_settings, redis_url
-from evaluator.judge.confinement import check_sandbox
+from evaluator.judge.confinement import SANDBOX_FAULT, check_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO)
     settings = worker_settings()  # fail on bad settings before connecting anywhere
     profile = get_profile(settings.profile)
-    canary.canary_plan(os.environ, profile.backend)  # its settings too
-    check_sandbox(settings)  # warns loudly when bundle code would have network access
+    plan = canary.canary_plan(os.environ, profile.backend)  # its settings too
+    try:
+        check_sandbox(settings)  # warns loudly when bundle code would have network access
+    except SandboxError as exc:
+        if SANDBOX_FAULT not in str(exc) or not plan.interval_s:
+            raise
+        # Fails closed, and visibly: the canary's first reading meets the same fault and
+        # holds all work, saying why on /queue/ and /health/, until the sandbox starts.
+        log.error("%s; the canary holds all work until it starts", exc)
     app.conf.broker_url = settings.redis_url
     app.worker_main(
         [

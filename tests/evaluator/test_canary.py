@@ -226,3 +226,27 @@ def test_canary_settings_fail_loudly():
     ):
         with pytest.raises(SettingsError):
             canary.canary_plan(env, "nccl")
+
+
+def test_a_host_whose_sandbox_cannot_start_takes_no_work_of_any_kind_and_says_why(broker, tmp_path):
+    """Not a clock out of bounds (unranked work would go on): every evaluation would be a
+    platform fault, so both queues stop, at once (no retake), and the reading says why."""
+    from evaluator.judge.confinement import SANDBOX_FAULT
+
+    watch = canary.Watch(
+        plan=canary.CanaryPlan(interval_s=1800, recheck_s=300, tolerance=0.5),
+        profile=get_profile("cpu"),
+        worker="pkb-cpu@host-3",
+        broker=lambda: broker,
+        scratch_dir=tmp_path,
+    )
+    gate = RecordingGate()
+    watch.attach(gate)
+    why = f"the evaluator failed: bundle code cannot be confined: {SANDBOX_FAULT} (bubblewrap)"
+    watch.conclude(Reading([], tolerance=0.5, error=why).to_json())
+    assert gate.calls == ["pause", "pause"] and watch.paused and not watch.ranked
+    assert watch.due > time.monotonic() + 200  # rechecked, not retaken at once
+    stored = json.loads(broker.get(liveness.canary_key("cpu", "pkb-cpu@host-3")))
+    assert stored["in_bounds"] is False and SANDBOX_FAULT in stored["error"]
+    watch.conclude(Reading([CaseReading("n=16384", 1.01, 0.9, 1.1, 8)], 0.5).to_json())
+    assert gate.calls[-1] == "resume ranked" and not watch.paused
