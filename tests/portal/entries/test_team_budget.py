@@ -29,9 +29,7 @@ def test_samples_count_in_the_teams_runs_at_once_and_ranked_windows(alice, team,
     assert {window.used for window in quota["ranked"].windows} == {3}
 
 
-def test_a_batch_past_the_teams_runs_at_once_is_refused_and_keeps_nothing(
-    alice, entry, settings
-):
+def test_a_batch_past_the_teams_runs_at_once_is_refused_and_keeps_nothing(alice, entry, settings):
     settings.PKB_MAX_ACTIVE_SUBMISSIONS = 2
     with pytest.raises(EntryError, match=r"may have 2 at once.*Send at most 2 now"):
         send(alice, entry, *[solving("all-reduce")] * 3)
