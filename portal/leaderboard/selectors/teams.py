@@ -145,7 +145,18 @@ def team_standing(*, team: Team, profile: str) -> TeamStanding:
     by_category: dict[str, list[Solved]] = defaultdict(list)
     for pid, item in solved.items():
         by_category[problems[pid][2]].append(item)
-    row = next((r for r in board.rows if r.team_slug == team.slug and r.rank), None)
+    # The team's own row, never one of its model entries' (same team_slug); a disqualified
+    # team has none even where the board was built before its disqualification (issue 40).
+    row = next(
+        (
+            r
+            for r in board.rows
+            if r.team_slug == team.slug and r.rank and not r.is_entry and not r.is_example
+        ),
+        None,
+    )
+    if team.is_disqualified:
+        row = None
     return TeamStanding(
         profile=profile,
         score=Score.of(list(solved.values()), total=len(published), total_weight=total_weight),

@@ -165,3 +165,16 @@ def test_the_team_pages_badges_take_no_query_per_submission(client, team, proble
     for minute in range(1, 5):
         submit(team, {problems["all-reduce"]: "wrong_answer"}, minutes=minute)
     assert queries() == one
+
+
+
+def test_a_disqualified_team_is_not_ranked_on_its_page(client, history):
+    from portal.accounts.services import team_disqualify
+
+    assert page(client, history).context["standing"].rank == 1
+    team_disqualify(team=history, reason="Replayed cached outputs.")
+    response = page(client, history)
+    assert response.context["standing"].rank is None
+    html = response.content.decode()
+    assert 'id="team-rank"' not in html and "Not ranked" in html
+    assert 'id="team-disqualified"' in html
