@@ -2,20 +2,48 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from operator import attrgetter
+from typing import Generic, TypeVar
 
 from django.utils.safestring import SafeString
 
-from portal.leaderboard import charts, freshness
+from portal.leaderboard import charts, freshness, kept
+from portal.leaderboard.models import KeptRow
 from portal.leaderboard.scoring import Score, Solved, Totals, fast_p_steps, rank_ranges
 from portal.leaderboard.selectors.counted import counted_query, counted_results
 from portal.problems.models import Category, Problem
 
 BASELINE_NAME = "PyTorch + NCCL (reference)"
+
+T = TypeVar("T")
+
+
+class Deferred(Sequence[T], Generic[T]):
+    """A list made when first read. A board of 1,000 teams shows 50 rows a page, and making
+    every row's twelve category scores and its curve's results took longer than the rest
+    of a build from kept rows."""
+
+    def __init__(self, make: Callable[[], Sequence[T]]) -> None:
+        self._make: Callable[[], Sequence[T]] | None = make
+        self._items: Sequence[T] = ()
+
+    def _list(self) -> Sequence[T]:
+        make = self._make
+        if make is not None:  # two threads may both make it: the same list, harmless
+            self._items, self._make = make(), None
+        return self._items
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._list()[index]
+
+    def __len__(self) -> int:
+        return len(self._list())
 
 
 @dataclass(frozen=True)
@@ -31,12 +59,12 @@ class Row:
     team_name: str
     team_slug: str
     score: Score
-    categories: list[Score]  # in the order of the board's columns
+    categories: Sequence[Score]  # in the order of the board's columns
     # When the team reached its score: the latest time one of its counted codes first
     # reached the board (selectors/counted.py).
     reached_at: datetime | None
     # The team's counted results, one per problem solved: the curve is drawn from them.
-    counted: tuple[Solved, ...] = ()
+    counted: Sequence[Solved] = ()
     is_baseline: bool = False
     # An example bundle's row (Submission.example_label): `team_name` is its label.
     is_example: bool = False
@@ -115,6 +143,7 @@ class _TeamTotals:
     name: str = ""
     slug: str = ""
     by_category: dict[str, list[Solved]] = field(default_factory=lambda: defaultdict(list))
+    counted: list[Solved] = field(default_factory=list)  # by problem id
     reached_at: datetime | None = None
 
 
@@ -122,10 +151,13 @@ def _team_totals(*, profile: str, problem_ids: list[int] | None) -> dict[int | s
     """Every team's counted results per category, by team id, and every example's, by its
     label (selectors/counted.py); one query, two when some counted result was re-run."""
     teams: dict[int | str, _TeamTotals] = defaultdict(_TeamTotals)
-    for entry in counted_results(counted_query(profile=profile, problem_ids=problem_ids)):
+    counted = counted_results(counted_query(profile=profile, problem_ids=problem_ids))
+    # By problem id: sums in a fixed order, the order of the kept rows' (kept.py).
+    for entry in sorted(counted, key=attrgetter("problem_id")):
         team = teams[entry.group]
         team.name, team.slug = entry.team_name, entry.team_slug
         team.by_category[entry.category].append(entry.solved)
+        team.counted.append(entry.solved)
         reached = entry.reached_at
         if reached is not None and (team.reached_at is None or reached > team.reached_at):
             team.reached_at = reached
@@ -154,12 +186,12 @@ def _team_row(totals: _TeamTotals, board: Board, *, is_example: bool = False) ->
     total = sum(col.total for col in board.columns)
     total_weight = sum(col.total_weight for col in board.columns)
     by_category = {c: Totals.of(solved) for c, solved in totals.by_category.items()}
+    # Summed in the columns' order, as kept.py sums them.
+    overall = sum((by_category[c.value] for c in board.columns if c.value in by_category), Totals())
     return Row(
         team_name=totals.name,
         team_slug=totals.slug,
-        score=Score.of_totals(
-            sum(by_category.values(), Totals()), total=total, total_weight=total_weight
-        ),
+        score=Score.of_totals(overall, total=total, total_weight=total_weight),
         categories=[
             Score.of_totals(
                 by_category.get(c.value, Totals()), total=c.total, total_weight=c.total_weight
@@ -167,7 +199,7 @@ def _team_row(totals: _TeamTotals, board: Board, *, is_example: bool = False) ->
             for c in board.columns
         ],
         reached_at=totals.reached_at,
-        counted=tuple(s for solved in totals.by_category.values() for s in solved),
+        counted=tuple(totals.counted),
         is_example=is_example,
     )
 
@@ -207,11 +239,9 @@ def _rank(rows: list[Row]) -> list[Row]:
     return rows
 
 
-def build_leaderboard(*, profile: str, category: str | None = None, who: str = "all") -> Board:
-    """The board computed from the database: two queries whatever the number of teams
-    and examples, three when some counted result was re-run, and the entries' (one, two
-    with some, three when some sample was re-run). `who`: "people" (the teams' rows),
-    "models" (the model and agent entries'), or "all"; the baseline and examples always."""
+def _frame(*, profile: str, category: str | None, who: str) -> tuple[Board, list, bool]:
+    """The board without rows, the problems in its scope, and whether they are every
+    published problem; one query."""
     all_published = list(
         Problem.objects.published().values_list("id", "category", "weight", "profiles")
     )
@@ -226,24 +256,96 @@ def build_leaderboard(*, profile: str, category: str | None = None, who: str = "
         categories_present=[c.value for c in Category if c.value in present],
         weighted=any(w != 1.0 for _, _, w in in_scope),
     )
+    return board, in_scope, category is None and len(in_scope) == len(all_published)
+
+
+def _ranked(board: Board, rows: list[Row], in_scope: list) -> Board:
+    """The board with `rows`, the baseline's and the entries' ranked."""
+    rows.insert(0, _baseline_row(in_scope, board))
+    if board.who != "people":
+        from portal.entries.selectors import entry_board_rows  # it builds on this module
+
+        scope = [pid for pid, _, _ in in_scope]
+        rows += entry_board_rows(profile=board.profile, problem_ids=scope, board=board)
+    board.rows = _rank(rows)
+    return board
+
+
+def build_leaderboard(*, profile: str, category: str | None = None, who: str = "all") -> Board:
+    """The board computed from the results: two queries whatever the number of teams
+    and examples, three when some counted result was re-run, and the entries' (one, two
+    with some, three when some sample was re-run). `who`: "people" (the teams' rows),
+    "models" (the model and agent entries'), or "all"; the baseline and examples always.
+
+    The straightforward computation, which `build_kept_leaderboard` must equal."""
+    board, in_scope, everything = _frame(profile=profile, category=category, who=who)
     if not in_scope:
         return board
     # Without a category or a problem limited to other hardware, every published problem is
     # in scope, and `counted` already keeps to those: no list of ids for the planner.
-    everything = category is None and len(in_scope) == len(all_published)
     ids = None if everything else [pid for pid, _, _ in in_scope]
     per_team = _team_totals(profile=profile, problem_ids=ids)
-    rows = [_baseline_row(in_scope, board)]
-    for key, totals in per_team.items():
-        if who != "models" or isinstance(key, str):
-            rows.append(_team_row(totals, board, is_example=isinstance(key, str)))
-    if who != "people":
-        from portal.entries.selectors import entry_board_rows  # it builds on this module
+    rows = [
+        _team_row(totals, board, is_example=isinstance(key, str))
+        for key, totals in per_team.items()
+        if who != "models" or isinstance(key, str)
+    ]
+    return _ranked(board, rows, in_scope)
 
-        scope = [pid for pid, _, _ in in_scope]
-        rows += entry_board_rows(profile=profile, problem_ids=scope, board=board)
-    board.rows = _rank(rows)
-    return board
+
+def build_kept_leaderboard(*, profile: str, category: str | None = None, who: str = "all") -> Board:
+    """The board built from the kept rows (portal/leaderboard/kept.py), after computing
+    again those a change marked: what `build_leaderboard` computes, one row read per team.
+    Three queries when nothing is marked, and the entries'."""
+    kept.refresh()
+    board, in_scope, _ = _frame(profile=profile, category=category, who=who)
+    if not in_scope:
+        return board
+    scope = None if category is None else {pid for pid, _, _ in in_scope}
+    found = KeptRow.objects.filter(profile=profile)
+    if who == "models":
+        found = found.filter(team_id__isnull=True)  # examples only
+    rows = [
+        row
+        for values in found.values_list("team_id", "name", "slug", "totals", "counted")
+        if (row := _kept_row(values, board, scope)) is not None
+    ]
+    return _ranked(board, rows, in_scope)
+
+
+def _kept_row(values: tuple, board: Board, scope: set[int] | None) -> Row | None:
+    team_id, name, slug, totals_json, counted_json = values
+    sums = json.loads(totals_json)
+    packed = sums.get(board.category or kept.OVERALL)
+    if packed is None:
+        return None  # nothing counted in this category
+    totals, reached_at = kept.unpack(packed)
+    if board.category is not None:
+        totals = Totals() + totals  # as build_leaderboard sums a category board's one column
+
+    def categories() -> list[Score]:
+        return [
+            Score.of_totals(
+                kept.unpack(sums[c.value])[0] if c.value in sums else Totals(),
+                total=c.total,
+                total_weight=c.total_weight,
+            )
+            for c in board.columns
+        ]
+
+    return Row(
+        team_name=name,
+        team_slug=slug,
+        score=Score.of_totals(
+            totals,
+            total=sum(c.total for c in board.columns),
+            total_weight=sum(c.total_weight for c in board.columns),
+        ),
+        categories=Deferred(categories),
+        reached_at=reached_at,
+        counted=Deferred(lambda: kept.solved_of(counted_json, scope)),
+        is_example=team_id is None,
+    )
 
 
 def leaderboard(
@@ -261,7 +363,7 @@ def leaderboard(
     """
 
     def build() -> Board:
-        board = build_leaderboard(profile=profile, category=category, who=who)
+        board = build_kept_leaderboard(profile=profile, category=category, who=who)
         if prepare is not None:
             prepare(board)
         return board
