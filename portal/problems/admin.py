@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from evaluator.host.profiles import PROFILES
 from portal.leaderboard.reruns import problem_rerun_top
 from portal.problems.models import Problem
-from portal.problems.services import problems_set_status
+from portal.problems.services import normalise_newlines, problems_set_status
 from portal.submissions.admin_actions import log_each
 from portal.submissions.services import problem_reevaluate
 
@@ -28,6 +28,11 @@ class ProblemForm(forms.ModelForm):
             "(sync_problems names each edit it keeps or replaces)."
             for name in ("title", "category", "description")
         }
+
+    def clean_description(self) -> str:
+        # Browsers send a textarea's line breaks as CRLF; the catalog's are LF. Kept as sent,
+        # an untouched description read as an admin's edit that sync_problems kept.
+        return normalise_newlines(self.cleaned_data["description"])
 
 
 @admin.register(Problem)

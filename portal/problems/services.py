@@ -108,14 +108,25 @@ def _catalog_text(fields: dict[str, Any]) -> dict[str, Any]:
     return {name: fields[name] for name in _ADMIN_EDITABLE}
 
 
+def normalise_newlines(text: str) -> str:
+    """A text's line breaks as the catalog writes them: LF, never CRLF or CR."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _same_text(value: Any, synced: Any) -> bool:
+    if isinstance(value, str) and isinstance(synced, str):
+        return normalise_newlines(value) == normalise_newlines(synced)
+    return value == synced
+
+
 def _with_admin_edits(row: Problem, fields: dict[str, Any], report: SyncReport) -> dict[str, Any]:
     """The values to write: the catalog's, except where an admin edited a field that the
     catalog has not changed since the last sync."""
     wanted = dict(fields)
     synced = row.catalog_text or {}
     for name in _ADMIN_EDITABLE:
-        if name not in synced or getattr(row, name) == synced[name]:
-            continue  # not edited since the last sync
+        if name not in synced or _same_text(getattr(row, name), synced[name]):
+            continue  # not edited since the last sync (line endings aside: issue 40)
         if fields[name] == synced[name]:
             wanted[name] = getattr(row, name)
             report.kept.append(f"{row.slug}: {name}")

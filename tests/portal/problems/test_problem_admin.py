@@ -127,3 +127,36 @@ def test_a_bad_problem_id_redirects_with_a_message(client, admin, problems):
     client.force_login(admin)
     response = client.get(reverse("admin:problems_problem_change", args=[987654]))
     assert response.status_code == 302  # Django's admin: "doesn't exist. Perhaps deleted?"
+
+
+def test_saving_a_problem_as_a_browser_sends_it_is_not_an_edit_of_its_description(client, admin):
+    from portal.problems.services import problems_sync
+    from tests.portal.problems.test_problems_sync import FakeSpec
+
+    problems_sync(catalog=[FakeSpec("all-reduce", description="Sum over ranks.\n\nIn place.")])
+    problem = Problem.objects.get(slug="all-reduce")
+    client.force_login(admin)
+    # A browser sends a textarea's line breaks as CRLF (the HTML standard's form encoding).
+    sent = {"title": problem.title, "category": problem.category, "status": "published"}
+    sent |= {"weight": "1", "description": problem.description.replace("\n", "\r\n")}
+    response = client.post(_change(problem), sent)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    problem.refresh_from_db()
+    assert problem.description == "Sum over ranks.\n\nIn place."
+    report = problems_sync(
+        catalog=[FakeSpec("all-reduce", description="Sum over ranks.\n\nIn place.")]
+    )
+    assert report.kept == []
+
+
+def test_a_description_saved_with_crlf_before_takes_the_catalogs_fix(client, admin):
+    from portal.problems.services import problems_sync
+    from tests.portal.problems.test_problems_sync import FakeSpec
+
+    problems_sync(catalog=[FakeSpec("all-reduce", description="Sum over ranks.\n\nIn place.")])
+    Problem.objects.filter(slug="all-reduce").update(description="Sum over ranks.\r\n\r\nIn place.")
+    report = problems_sync(
+        catalog=[FakeSpec("all-reduce", description="Sum over ranks.\n\nIn place.")]
+    )
+    assert report.kept == []
+    assert Problem.objects.get(slug="all-reduce").description == "Sum over ranks.\n\nIn place."
