@@ -153,13 +153,15 @@ OWNER = "-worker-"  # v1: the evaluation's freezers name the worker's pid after 
 class Freezers:
     """A cgroup per rank of each runner, holding every process of that rank's runner: a
     judge freezes its candidate's while the reference is timed, and its reference's while
-    the candidate is (judge/processes.py, `stopped`). A SIGSTOP to the runner's process
-    group misses what bundle code moved out of it (setsid); a cgroup is a wall bundle
-    code cannot leave (its user cannot write the cgroup files, and bubblewrap's sandbox
-    does not show them). The reference's runner is frozen too only so that both sides
-    come to their rounds alike, just thawed and continued. A cgroup per rank, not one
-    for all: each judge freezes its own rank's once every judge's earlier side has ended
-    (judge/turns.py), so none freezes a rank whose runner is still timed.
+    the candidate is (judge/processes.py, `frozen`), with no signal sent: a cgroup is a
+    wall bundle code cannot leave (its user cannot write the cgroup files, and
+    bubblewrap's sandbox does not show them), and unlike a SIGSTOP to the runner's
+    process group, which misses what left it (setsid) and ends in a SIGCONT that bundle
+    code can catch and count, a freeze runs nothing in the task. The reference's runner
+    is frozen too only so that both sides come to their rounds alike, just thawed. A
+    cgroup per rank, not one for all: each judge freezes its own rank's once every
+    judge's earlier side has ended (judge/turns.py), so none freezes a rank whose runner
+    is still timed.
 
     cgroup v2: the candidate's are children of the evaluation's memory cgroup (a cgroup
     without controllers for its children may hold processes beside them), the

@@ -125,13 +125,14 @@ def runner_freezers(
     name: str, ranks: int, memory: cgroups.EvaluationCgroup | None
 ) -> cgroups.Freezers | None:
     """A cgroup per rank of each runner, to freeze while the other is timed, or None where
-    the host gives none (the process group's stop then holds what stays in it)."""
+    the host gives none: then neither runner stands still (no signal replaces the freeze,
+    judge/processes.py, `frozen`), and the environment says `candidate_frozen: false`."""
     try:
         return cgroups.Freezers.create(name, ranks, memory)
     except cgroups.CgroupError as exc:
         log.warning(
-            "NO FREEZER for the candidate's processes: one that leaves its process group "
-            "runs on while the reference is timed (%s)",
+            "NO FREEZER for the candidate's processes (a development host): they run on "
+            "while the reference is timed, and speedups here are not to be trusted (%s)",
             exc,
         )
         return None

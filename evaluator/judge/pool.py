@@ -255,7 +255,7 @@ class RankPools:
 
     def _tell_judges(self) -> None:
         """Each judge learns its runners' process groups, as the host sees them, and their
-        ranks' cgroups: it stops and freezes each runner while the other's rounds run
+        ranks' cgroups: it freezes each runner's rank while the other's rounds run
         (judge/turns.py)."""
         self.step += 1
         groups: dict[str, Any] = {

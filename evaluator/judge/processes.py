@@ -1,5 +1,6 @@
-"""Processes of the rank pools: how one ended, killing a process group for certain, and
-reading a log a rank wrote (never through a link)."""
+"""Processes of the rank pools: how one ended, killing a process group for certain,
+freezing a runner's rank while the other runner is timed, and reading a log a rank wrote
+(never through a link)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ KILL_VERIFY_S = 5.0
 # How long to wait for a rank's death to become visible after a peer reported an error:
 # a rank that crashes makes its peers' collectives fail, and the crash is the real story.
 DEATH_GRACE_S = 0.5
-# How long a judge waits for the threads of a runner it stopped to show stopped, or of one
-# it continued to show stopped no more (`settle`).
-STOP_SETTLE_S = 0.05
-PAUSED_STATES = frozenset("Tt")  # stopped, traced
-STOPPED_STATES = PAUSED_STATES | frozenset("ZX")  # or gone: zombie, dead
+# How long a judge waits for a runner's rank's cgroup to say it is frozen, or thawed: the
+# kernel freezes each task as it next leaves the kernel, and on the 2-core test machine a
+# spinning process of two threads took 43 ms (2026-11-28).
+FREEZE_WAIT_S = 1.0
 
 
 def how_it_ended(proc: Any) -> str:
@@ -47,83 +47,43 @@ def signal_group(group: int) -> None:
 
 
 @contextlib.contextmanager
-def stopped(group: int | None, freezer: str | None = None) -> Iterator[None]:
-    """Process group `group` stopped (SIGSTOP, which no process can catch or ignore) for
-    the duration, then continued; with `freezer`, the cgroup holding every process of the
-    runner's rank frozen too (host/cgroups.py, `Freezers`). A judge stops each
-    of its runners' groups while the other runner's rounds run (judge/turns.py): a process
-    bundle code forked to steal CPU from the reference while it is timed stops with the
-    candidate's runner, one that left the group (setpgid, setsid) freezes with its rank,
-    and both runners meet their own rounds the same way, just continued. Where the host
-    gives no freezer such a leaver runs on until the evaluation's end, when the subreaper
-    kills it (docs/security.md)."""
-    if not group:
+def frozen(freezer: str | None) -> Iterator[None]:
+    """The cgroup holding every process of a runner's rank (host/cgroups.py, `Freezers`)
+    frozen for the duration, then thawed, each waited for until the kernel says it is done
+    (cgroup.events' `frozen 1` / `frozen 0` on v2, freezer.state on v1). A judge freezes
+    each of its runners while the other runner's rounds run (judge/turns.py): whatever
+    bundle code started, in the runner's process group or out of it (setsid), stands still
+    while the reference is timed, and both runners meet their own rounds alike, just thawed.
+
+    No signal is sent. A SIGSTOP cannot be caught, but the SIGCONT that ends it can: bundle
+    code with a handler on it counted continues and told which side of a pair went first
+    (issue 39). Freezing and thawing run no handler: the kernel parks each task as it next
+    leaves the kernel, with no signal pending, and lets it go on where it was.
+
+    Without `freezer` (a host that gives none) nothing is done: neither runner stops, so
+    a process bundle code forked can take the reference's CPU while it is timed. That is
+    a development host's path, reported as `candidate_frozen: false` in the evaluation's
+    environment (docs/security.md): a stop by signal instead would hand the candidate a
+    signal to count."""
+    if not freezer:
         yield
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGSTOP)
-        settle(group)
-    if freezer:  # after the stop: a frozen thread would never show stopped
-        _freeze(freezer, True)
+    _freeze(freezer, True)
     try:
         yield
     finally:
-        if freezer:
-            _freeze(freezer, False)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGCONT)
-            settle(group, want_stopped=False)
+        _freeze(freezer, False)
 
 
-def _freeze(freezer: str, frozen: bool) -> None:
-    """Freeze or thaw; a judge goes on either way (the process group's stop still holds),
-    and says so in its log."""
-    what = "frozen" if frozen else "thawed"
+def _freeze(freezer: str, freeze: bool) -> None:
+    """Freeze or thaw; a judge goes on either way and says so in its log: a task that has
+    not frozen in time is inside the kernel (a task leaving it freezes), not on a core."""
+    what = "frozen" if freeze else "thawed"
     try:
-        if not cgroups.set_frozen(Path(freezer), frozen, timeout_s=STOP_SETTLE_S):
+        if not cgroups.set_frozen(Path(freezer), freeze, timeout_s=FREEZE_WAIT_S):
             print(f"pkb judge: {freezer} not {what} in time", file=sys.stderr)
     except OSError as exc:
         print(f"pkb judge: {freezer} not {what}: {exc}", file=sys.stderr)
-
-
-def settle(leader: int, *, want_stopped: bool = True, timeout_s: float = STOP_SETTLE_S) -> bool:
-    """Wait until every thread of process `leader` has stopped or exited (`want_stopped`),
-    or until none shows stopped any more, at most `timeout_s`; whether it came to that.
-    A SIGSTOP wakes each thread of a process to stop itself, and a SIGCONT each to go on:
-    on GPU hosts the runners share one core, so without the wait the threads of a runner
-    just stopped, or just continued, would take turns on it inside the other's rounds."""
-    end = time.monotonic() + timeout_s
-    while True:
-        found = thread_states(leader)
-        if found is None or _settled(found, want_stopped):
-            return True
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.0002)
-
-
-def _settled(states: list[str], want_stopped: bool) -> bool:
-    if want_stopped:
-        return all(state in STOPPED_STATES for state in states)
-    return not any(state in PAUSED_STATES for state in states)
-
-
-def thread_states(pid: int, proc: str = "/proc") -> list[str] | None:
-    """The scheduler state letter of each thread of `pid` (/proc/PID/task/TID/stat's third
-    field); None where the process is gone or its threads cannot be read."""
-    try:
-        tasks = os.listdir(f"{proc}/{pid}/task")
-    except OSError:
-        return None
-    states = []
-    for tid in tasks:
-        try:
-            text = Path(f"{proc}/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue  # the thread ended
-        # "TID (comm) S ...": the command may hold spaces and parentheses.
-        states.append(text[text.rfind(")") + 2 : text.rfind(")") + 3])
-    return states
 
 
 def signal_pid(pid: int) -> None:

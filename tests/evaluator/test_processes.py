@@ -1,22 +1,30 @@
-"""What a judge does to processes around its clock: a runner's process group stopped while
-the other runner is timed, every thread of it stopped before the first round starts and
-none left stopped once it is continued (evaluator/judge/processes.py), and its own garbage
-collector paused for a pair."""
+"""What a judge does to processes around its clock: a runner's rank frozen while the other
+runner is timed, every task of it frozen before the first round starts and thawed after,
+with no signal its handlers could count (evaluator/judge/processes.py), and its own
+garbage collector paused for a pair."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import pytest
 
-from evaluator.judge.processes import settle, stopped, thread_states
+from evaluator.judge.processes import frozen
+from tests.evaluator.scratch import host_freezers
 
 # A process of five threads that never sleep for long: the main one spins, four wake every
-# millisecond, as a runner's CUDA and NCCL threads wake on their own.
+# millisecond, as a runner's CUDA and NCCL threads wake on their own. It counts every
+# job-control signal it catches, and prints the count when asked (SIGUSR1).
 BUSY = """
-import threading, time
+import signal, threading, time
+caught = []
+for sig in (signal.SIGCONT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+    signal.signal(sig, lambda number, frame: caught.append(number))
+signal.signal(signal.SIGUSR1, lambda number, frame: print(len(caught), flush=True))
 def tick():
     while True:
         time.sleep(0.001)
@@ -39,30 +47,56 @@ def busy():
     proc.wait()
 
 
-def test_inside_stopped_every_thread_has_stopped_and_after_it_none_has(busy):
-    with stopped(busy.pid):
-        states = thread_states(busy.pid)
-        assert states is not None and len(states) == 5
-        assert set(states) == {"T"}
-    # Continued, and waited for: no thread of it is left to wake inside the next rounds.
-    states = thread_states(busy.pid)
-    assert states is not None and len(states) == 5
-    assert "T" not in states
+@pytest.fixture
+def freezers():
+    """A freezer per runner of one rank, on this machine's own hierarchy."""
+    with host_freezers(f"pkb-test-{os.getpid()}") as made:
+        if made is None:
+            pytest.skip("this host gives no freezer (root, and cgroup v1's freezer or v2)")
+        yield made
 
 
-def test_settle_gives_up_on_a_process_that_does_not_stop(busy):
-    """No signal sent: it waits out its timeout and says so, and the judge goes on."""
-    began = time.monotonic()
-    assert settle(busy.pid, timeout_s=0.02) is False
-    assert time.monotonic() - began < 1
+def _states(pid: int) -> list[str]:
+    found = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        text = stat.read_text()
+        found.append(text[text.rfind(")") + 2])
+    return found
 
 
-def test_thread_states_read_a_command_with_spaces_and_parentheses(tmp_path):
-    task = tmp_path / "42" / "task" / "42"
-    task.mkdir(parents=True)
-    (task / "stat").write_text("42 (a (b) c) T 1 42 42 0 -1\n")
-    assert thread_states(42, proc=str(tmp_path)) == ["T"]
-    assert thread_states(43, proc=str(tmp_path)) is None  # gone
+def _caught(proc: subprocess.Popen[str]) -> int:
+    """How many job-control signals the process caught: it answers only when it runs."""
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.stdout is not None
+    return int(proc.stdout.readline())
+
+
+def _is_frozen(path: Path) -> bool:
+    if (path / "freezer.state").exists():
+        return (path / "freezer.state").read_text().strip() == "FROZEN"
+    return "frozen 1" in (path / "cgroup.events").read_text().splitlines()
+
+
+def test_inside_frozen_the_rank_is_frozen_and_after_it_runs_with_no_signal_caught(
+    busy, freezers
+):
+    freezers.add("candidate", 0, [busy.pid])  # as the pool moves a runner's rank in
+    freezer = freezers.paths["candidate"][0]
+    for _ in range(3):  # a pair's worth of turns, and more
+        with frozen(str(freezer)):
+            assert _is_frozen(freezer)
+            # Parked by the freezer, not stopped by a signal ("T").
+            assert "T" not in _states(busy.pid) and len(_states(busy.pid)) == 5
+        assert not _is_frozen(freezer)
+    assert _caught(busy) == 0
+
+
+def test_without_a_freezer_nothing_is_sent(busy):
+    """A host without a freezer: neither runner stands still, and nothing reaches it
+    that a handler could count (docs/security.md)."""
+    with frozen(None):
+        assert "T" not in _states(busy.pid)
+    assert _caught(busy) == 0
 
 
 def test_a_judge_pauses_its_garbage_collector_for_a_pair_only():

@@ -1,8 +1,8 @@
 """Processes bundle code forks to steal the CPU while the reference is timed (gloo, world
-size 2, on the test machine's cores). Each judge stops its candidate runner's process
-group while the reference's rounds run and freezes the cgroup of every process of the
-candidate's rank (judge/processes.py, `stopped`; host/cgroups.py, `Freezers`),
-and no judge continues it before every rank's side has ended (judge/turns.py): a
+size 2, on the test machine's cores). Each judge freezes the cgroup of every process of
+its candidate's rank while the reference's rounds run (judge/processes.py, `frozen`;
+host/cgroups.py, `Freezers`), and no judge thaws it before every rank's side has ended
+(judge/turns.py): a
 hog that spins only while its candidate is idle (that is, while the reference is being
 timed) stands still exactly then, on every rank, in the runner's process group or in a
 session of its own.
@@ -62,7 +62,7 @@ for _ in range({hogs}):
     if os.fork() == 0:
         try:
             if {leave}:
-                os.setsid()  # out of the runner's process group: no SIGSTOP reaches it
+                os.setsid()  # out of the runner's process group, not out of its cgroup
             _hog(os.path.join({notes!r}, f"spins.{{os.getpid()}}"))
         finally:
             os._exit(0)
@@ -107,8 +107,8 @@ def _calls(windows: Path, ranks: int) -> list[tuple[float, float]]:
 
 @pytest.mark.parametrize("leave", [False, True], ids=["in-the-group", "own-session"])
 def test_no_hog_of_any_candidate_spins_while_any_rank_times_the_reference(tmp_path, leave):
-    if leave and not freezes_here():
-        pytest.skip("this host gives no freezer: a hog out of the group runs (docs/security.md)")
+    if not freezes_here():
+        pytest.skip("this host gives no freezer: hogs run (docs/security.md)")
     windows = tmp_path / "calls"
     reference = functools.partial(lagging_reference, path=str(windows))
     problem = dataclasses.replace(attacks.problem("rt-hogging"), reference=reference)
