@@ -36,6 +36,13 @@ def time_quartiles(case: object) -> str:
 
 
 @register.filter
+def sentence(text: str) -> str:
+    """Text that ends as a sentence does, once: an admin's reason may bring its own period."""
+    text = str(text).strip()
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+@register.filter
 def speedup(value: float | None) -> str:
     return f"{value:.2f}×" if _is_number(value) else DASH
 

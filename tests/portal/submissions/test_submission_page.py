@@ -107,3 +107,23 @@ def test_a_queued_submission_says_when_no_worker_of_its_profile_is_connected(
         html = response.content.decode()
         assert "none is connected" not in html
         assert "waiting for a CPU, 4 ranks over gloo host" in html
+
+
+def test_a_reason_that_ends_in_a_period_is_not_given_a_second(client, alice, failed):
+    Submission.objects.filter(pk=failed.pk).update(
+        disqualified_at=timezone.now(), disqualification_reason="Timer patched."
+    )
+    client.force_login(alice)
+    html = pages(client, failed)[0].content.decode()
+    assert "Disqualified: Timer patched. Its results" in html and ".." not in html
+
+
+def test_a_started_submission_says_starting_before_any_count(client, alice, team):
+    eight = ["all-reduce", "all-gather", "reduce-scatter", "broadcast"] * 2
+    started = SubmissionFactory(team=team, status=Submission.Status.RUNNING, problems=eight)
+    Submission.objects.filter(pk=started.pk).update(host="cpu-host-1")
+    client.force_login(alice)
+    for response in pages(client, started):
+        html = response.content.decode()
+        assert "starting on cpu-host-1" in html
+        assert "0 / 8" not in html and "problems judged" not in html
