@@ -167,7 +167,6 @@ def test_the_team_pages_badges_take_no_query_per_submission(client, team, proble
     assert queries() == one
 
 
-
 def test_a_disqualified_team_is_not_ranked_on_its_page(client, history):
     from portal.accounts.services import team_disqualify
 
