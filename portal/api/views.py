@@ -261,7 +261,8 @@ def _may_read_logs(request: Request, submission: Submission) -> bool:
 # the response's Content-Type to the schema.
 ARTIFACT = {
     (200, media): OpenApiResponse(
-        OpenApiTypes.BINARY,
+        # A JSON artifact (a Chrome trace) is one JSON document; the others are text files.
+        OpenApiTypes.OBJECT if media == "application/json" else OpenApiTypes.BINARY,
         description="The file, as an attachment of its recorded media type (JSON, CSV, "
         "plain text or Markdown).",
     )

@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 
 from portal.api.services import api_token_create
 from portal.api.throttling import UserRateThrottle
+from portal.entries.services import entry_register
 from portal.submissions.models import Submission
 from tests.evaluator.malformed import MALFORMED_KINDS, Malformed, malformed_uploads
 
@@ -87,4 +88,23 @@ def test_malformed_uploads_get_a_400_with_a_json_error_and_store_nothing(
             wrong.append((upload.kind, upload.filename, response.status_code))
     assert wrong == [], f"seed {SEED}"
     assert not Submission.objects.exists() and sent == []
+    assert _stored_files() == []
+
+
+def test_malformed_samples_of_an_entry_get_a_400_and_store_nothing(
+    api_client, alice, problems, sent
+):
+    """The same uploads as an entry's samples, one batch each: the batch is refused with the
+    sample's damage, and no submission, sample or file is kept."""
+    entry = entry_register(user=alice, name="Fuzz Model", kind="model", model_name="m",
+                           samples_per_problem=2, k=1)  # fmt: skip
+    url = reverse("api:entry-samples", args=[entry.slug])
+    wrong = []
+    for upload in _sample():
+        response = api_client.post(url, {"samples": [_file(upload)]}, format="multipart")
+        body = response.json() if response["Content-Type"] == "application/json" else {}
+        if response.status_code != 400 or "Sample 1 of the batch" not in str(body.get("samples")):
+            wrong.append((upload.kind, upload.filename, response.status_code))
+    assert wrong == [], f"seed {SEED}"
+    assert not Submission.objects.exists() and not entry.samples.exists() and sent == []
     assert _stored_files() == []
