@@ -259,6 +259,7 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
             "queue_summary": [
                 (row, None if workers is None else len(workers[row.profile])) for row in rows
             ],
+            "queue_reruns": sum(row.reruns_queued + row.reruns_running for row in rows),
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)

@@ -157,3 +157,12 @@ def test_a_teams_own_runs_in_the_queue_say_their_mode(client, alice, team):
     assert (place["submission"], place["mode"]) == (test_run.pk, "test")
     page = client.get(reverse("ops:queue")).content.decode()
     assert f"#{test_run.pk}</a> (test run): 1st in line" in page
+
+
+def test_the_admin_queue_says_what_its_list_holds_beside_the_summary(client, admin, eight_reruns):
+    client.force_login(admin)
+    page = client.get(reverse("admin:submissions_activesubmission_changelist")).content.decode()
+    assert "0 queue" not in page
+    count = page[page.index('id="queue-count"') :]
+    count = count[: count.index("</p>")]
+    assert "0 submissions queued or running; 8 re-runs for the ranking beside them" in count
