@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from portal.leaderboard import freshness
-from portal.leaderboard.selectors import counted_query, counted_results
+from portal.leaderboard import freshness, kept
+from portal.leaderboard.models import KeptRow
 
 
 @dataclass
@@ -21,17 +22,17 @@ class ProblemStats:
 
 def _build(profile: str) -> dict[int, ProblemStats]:
     stats: dict[int, ProblemStats] = defaultdict(ProblemStats)
-    # The boards' own counted results (a team's newest code, pooled over its runs), so the
-    # list agrees with every problem's ranking; examples are no team.
-    for entry in counted_results(counted_query(profile=profile)):
-        if entry.team_id is None:
-            continue
-        found = stats[entry.problem_id]
-        found.solvers.add(entry.team_id)
-        if entry.speedup is not None and (
-            found.best_speedup is None or entry.speedup > found.best_speedup
-        ):
-            found.best_speedup = entry.speedup
+    # The boards' own counted results (a team's newest code, pooled over its runs), as the
+    # boards keep them (portal/leaderboard/kept.py), so the list agrees with every
+    # problem's ranking; examples are no team.
+    kept.refresh()
+    teams = KeptRow.objects.filter(profile=profile, team_id__isnull=False)
+    for team_id, counted in teams.values_list("team_id", "counted"):
+        for problem_id, speedup, *_ in json.loads(counted):
+            found = stats[problem_id]
+            found.solvers.add(team_id)
+            if speedup is not None and (found.best_speedup is None or speedup > found.best_speedup):
+                found.best_speedup = speedup
     return dict(stats)
 
 

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import groupby
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import get_template
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
 from evaluator.host.profiles import PROFILES
 from portal.accounts.selectors import team_of
+from portal.leaderboard import freshness
 from portal.leaderboard.selectors import problem_board
 from portal.leaderboard.views import profile_argument
 from portal.problems.models import Category, Problem
@@ -21,29 +25,61 @@ def problem_list(request: HttpRequest) -> HttpResponse:
     if category not in Category.values:
         category = None
     profile = profile_argument(request)
-    stats = problem_stats(profile=profile)
+    listing = _listing(profile)
     team = team_of(request.user)
-    problems = list(Problem.objects.published().in_category(category).in_catalog_order())
-    for problem in problems:
-        found = stats.get(problem.pk)
-        problem.stats = found  # type: ignore[attr-defined]
-        problem.mine = bool(team and found and team.pk in found.solvers)  # type: ignore[attr-defined]
+    mine = listing.solved_by(team.pk) if team else set()
+    shown = [(cat, pid) for cat, pid in listing.order if category is None or cat == category]
     groups = [
-        (Category(key), list(items)) for key, items in groupby(problems, key=lambda p: p.category)
+        (Category(key), [listing.cards[pid][pid in mine] for _, pid in items])
+        for key, items in groupby(shown, key=lambda item: item[0])
     ]
-    present = Problem.objects.published().values_list("category", flat=True).distinct()
-    categories = [c for c in Category if c.value in set(present)]
+    present = {cat for cat, _ in listing.order}
     return render(
         request,
         "problems/list.html",
         {
             "groups": groups,
-            "categories": categories,
+            "categories": [c for c in Category if c.value in present],
             "category": category,
             "profile": PROFILES[profile],
             "team": team,
         },
     )
+
+
+@dataclass
+class _Listing:
+    """The problems list of a profile: published problems in catalog order and each one's
+    card, rendered without and with the "your team" mark."""
+
+    order: list[tuple[str, int]]  # (category, problem id)
+    cards: dict[int, tuple[SafeString, SafeString]]
+    solvers: dict[int, set[int]]
+
+    def solved_by(self, team_id: int) -> set[int]:
+        return {pid for pid, teams in self.solvers.items() if team_id in teams}
+
+
+def _listing(profile: str) -> _Listing:
+    """Memoised with the boards until problems or results change: 97 cards took about
+    100 ms to render per request, and the page served 42 requests/s under 10 readers
+    (docs/measurements/2026-11-28-leaderboard.md)."""
+    return freshness.memoised(("problem-list", profile), lambda: _build_listing(profile))
+
+
+def _build_listing(profile: str) -> _Listing:
+    stats = problem_stats(profile=profile)
+    problems = Problem.objects.published().in_catalog_order()
+    card = get_template("problems/_card.html")
+    listing = _Listing([], {}, {pid: found.solvers for pid, found in stats.items()})
+    for problem in problems.only("id", "slug", "title", "category", "signature", "description"):
+        problem.stats = stats.get(problem.pk)  # type: ignore[attr-defined]
+        listing.order.append((problem.category, problem.pk))
+        listing.cards[problem.pk] = (
+            mark_safe(card.render({"p": problem, "mine": False})),
+            mark_safe(card.render({"p": problem, "mine": True})),
+        )
+    return listing
 
 
 def _tolerances(problem: Problem) -> list[tuple[str, float, float]]:
