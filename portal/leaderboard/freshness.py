@@ -1,8 +1,8 @@
 """Memoised boards, rebuilt as soon as the data they are computed from changes.
 
-A board of 1,000 teams takes most of a second to build (tens of thousands of best results,
-scored in Python: `python -m portal.leaderboard.bench`), far over a page's 50 ms goal, and is
-read far more often than it changes. Yet a recorded result must show on the next view of
+A board of 1,000 teams takes tens to hundreds of milliseconds to build from its kept rows
+(`kept.py`; `python -m portal.leaderboard.bench`), over a page's 50 ms goal, and is read far
+more often than it changes. Yet a recorded result must show on the next view of
 every board it touches. So boards are rebuilt when their data change, not when someone next
 looks, and a request is never served a board older than the data it has seen committed.
 
