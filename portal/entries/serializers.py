@@ -104,7 +104,10 @@ class ScoresSerializer(serializers.Serializer):
     total = serializers.IntegerField(help_text="Problems in the board's scope.")
     sent = serializers.IntegerField(help_text="Attempts sent on the scope's problems.")
     judged = serializers.IntegerField(help_text="Of them, judged (counted in n).")
-    complete = serializers.BooleanField(help_text="Every attempt sent is judged.")
+    complete = serializers.BooleanField(
+        help_text="Every attempt sent is judged, and each problem tried has the entry's "
+        "declared n of them."
+    )
 
 
 class ProblemScoreSerializer(serializers.Serializer):

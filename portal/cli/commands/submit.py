@@ -8,7 +8,7 @@ from pathlib import Path
 
 from portal.cli.client import ApiError, Client
 from portal.cli.commands import common, entries
-from portal.cli.commands.common import EXIT_OK, UsageError, err, plain
+from portal.cli.commands.common import EXIT_FAILED, EXIT_OK, UsageError, err, plain
 from portal.cli.commands.submissions import follow, report, run_label
 
 # The site's modes (Submission.Mode), spelled out: pkb imports no Django.
@@ -57,10 +57,20 @@ def cmd_submit_samples(args: argparse.Namespace) -> int:
         f"Sent batch {batch['batch']} of entry {args.entry}: {len(batch['samples'])} sample(s), "
         f"{sum(len(s['problems']) for s in batch['samples'])} attempt(s) queued."
     )
-    if args.wait:
-        batch = _follow_batch(client, args.entry, batch["batch"], poll=args.poll)
+    if not args.wait:
+        entries.print_status(batch, as_json=args.json)
+        return EXIT_OK
+    batch = _follow_batch(client, args.entry, batch["batch"], poll=args.poll)
     entries.print_status(batch, as_json=args.json)
-    return EXIT_OK
+    return _batch_outcome(batch)
+
+
+def _batch_outcome(batch: dict) -> int:
+    """As for a bundle: 1 unless every attempt of every sample passed unflagged (a wrong
+    answer of one sample is a failed problem, issue 40)."""
+    attempts = [a for sample in batch["samples"] for a in sample["attempts"]]
+    ok = bool(attempts) and all(a["outcome"] == "passed" for a in attempts)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _follow_batch(client: Client, entry: str, batch: int, *, poll: float) -> dict:

@@ -45,10 +45,14 @@ class EntryScores:
     total: int
     sent: int
     judged: int
+    declared: int = 1  # samples the entry declared per problem (its n)
 
     @property
     def complete(self) -> bool:
-        return self.sent == self.judged and self.sent > 0
+        """Every attempt sent is judged and each problem tried has the declared n: 2 of
+        n=3 sent and judged is not complete (issue 40)."""
+        enough = all(p.n >= self.declared for p in self.problems if p.sent)
+        return self.sent == self.judged and self.sent > 0 and enough
 
 
 def _share(problems: list[ProblemScore], weights: float, k: int, fast: bool) -> float | None:
@@ -111,4 +115,5 @@ def entry_scores(
         total=len(scope),
         sent=sum(p.sent for p in problems),
         judged=sum(p.n for p in problems),
+        declared=entry.samples_per_problem,
     )
