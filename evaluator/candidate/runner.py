@@ -8,9 +8,15 @@ rounds). Commands come in as pickles from the trusted side; replies go out as JS
 which the judge validates before it believes a word. A round is two commands:
 
     prepare: the calls' arguments as views of the arena (before the judge's start stamp;
-             the judge writes the inputs only after it);
-    go:      the calls back to back, each output copied into its call's room, the device
-             synchronised (GPU); the reply says, per call, what went into the room.
+             the judge writes no input before it);
+    go:      the calls one at a time. The judge writes call k's inputs, then rings (the
+             "go" itself for the first call); the runner calls, copies the output into
+             the call's room, synchronises the device (GPU: every stream) and says what
+             went into the room. Only then does the judge copy the room out and write call
+             k+1's inputs. So no call can read a later call's inputs (they do not exist
+             yet), and no output can be finished once they do: a call is answered from
+             what it and the calls before it were given, never from later ones
+             (docs/security.md, "What a candidate sees").
 
 Nothing here is timed or checked: the judge stamps its clock before it writes the inputs
 and after it has copied the outputs it checks, and holds what the candidate says it
@@ -83,7 +89,7 @@ class _Runner:
                 if op == "prepare":
                     self.collector = self.collector or gc.isenabled()
                     gc.disable()
-                answer = self.handle(op, payload, conn)
+                answer = self.handle(op, payload, conn, step)
                 rank_process.flush()
                 reply(conn, {"step": step, **answer})
                 if op == "prepare":  # the judge's "go" follows at once: no wake-up in it
@@ -92,7 +98,7 @@ class _Runner:
                     self.collector = False
                     gc.enable()
 
-    def handle(self, op: str, payload: Any, conn: Connection) -> dict[str, Any]:
+    def handle(self, op: str, payload: Any, conn: Connection, step: int = 0) -> dict[str, Any]:
         try:
             if op == "load":
                 return self.load(payload)
@@ -101,7 +107,7 @@ class _Runner:
             if op == "prepare":
                 return self.prepare(payload["calls"])
             if op == "go":
-                return self.go()
+                return self.go(step)
             if op == "profile":
                 return profiler.start(self, payload["trace"])
             if op == "profile-end":
@@ -155,19 +161,32 @@ class _Runner:
         ]
         return {"ok": True}
 
-    def go(self) -> dict[str, Any]:
-        """The prepared calls, back to back, each output copied into its room."""
+    def go(self, step: int) -> dict[str, Any]:
+        """The prepared calls, each once the judge has written its inputs (`_rung`), each
+        output copied into its room and the device synchronised before the judge hears
+        what it was: the judge copies the room out before it writes the next call's
+        inputs, so work still running after the report could only spoil this call's
+        answer, never see the next call's inputs."""
         base, pending, self.pending, placed = self.base, self.pending, [], self.placed
         assert base is not None
-        outputs = [
-            _again(placed, (offset, room), out) or _place_new(placed, base, out, offset, room)
-            for fn, kwargs, offset, room in pending
-            for out in (fn(**kwargs),)
-        ]
-        if self.device.type == "cuda":
-            # Every stream of the device: work a solution left on a side stream counts.
-            torch.cuda.synchronize(self.device)
-        return {"ok": True, "outputs": outputs, "tampered": tampering()}
+        for call, (fn, kwargs, offset, room) in enumerate(pending):
+            if call:
+                self._rung(call)
+            out = fn(**kwargs)
+            entry = _again(placed, (offset, room), out) or _place_new(
+                placed, base, out, offset, room
+            )
+            if self.device.type == "cuda":
+                # Every stream of the device: work a solution left on a side stream counts.
+                torch.cuda.synchronize(self.device)
+            reply(self.judge, {"step": step, "call": call, "entry": entry})
+        return {"ok": True, "tampered": tampering()}
+
+    def _rung(self, call: int) -> None:
+        """Wait for the judge's word that call `call`'s inputs are in the arena."""
+        rank_process.wait_readable(self.judge, self.spin_s)
+        if self.judge.recv_bytes(16) != b"%d" % call:
+            raise RuntimeError(f"the judge's doorbell out of turn before call {call}")
 
 
 def _echo(base: torch.Tensor, echo: list[Any]) -> Callable[..., Any]:
@@ -236,7 +255,7 @@ def place(base: torch.Tensor, out: Any, offset: int, room: int) -> dict[str, Any
 
 
 # The runner itself: a solution that swaps these is flagged (a tripwire, see watch.py).
-for _name in ("serve", "handle", "prepare", "go", "map"):
+for _name in ("serve", "handle", "prepare", "go", "_rung", "map"):
     watch(_Runner, _name)
 for _owner, _name in (
     (Connection, "send_bytes"),

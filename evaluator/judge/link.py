@@ -102,19 +102,40 @@ class RunnerLink:
     ) -> dict[str, Any]:
         """Send one command; its reply, as data (RunnerGone for anything else). With
         `spin_s`, the reply is polled for that long before blocking (rank_process)."""
+        self.send(op, payload, fd=fd)
+        return self.receive(spin_s)
+
+    def send(self, op: str, payload: Any, *, fd: int = -1) -> None:
         self.seq += 1
         try:
             self.conn.send((op, self.seq, payload))
             if fd >= 0:
                 reduction.send_handle(self.conn, fd, os.getpid())
-            if spin_s:
-                wait_readable(self.conn, spin_s)
         except OSError as exc:
             raise RunnerGone(f"could not be reached ({exc})") from None
-        return self.receive()
 
-    def receive(self) -> dict[str, Any]:
+    def ring(self, call: int) -> None:
+        """Call `call`'s inputs are in the arena: the runner may make it."""
         try:
+            self.conn.send_bytes(b"%d" % call)
+        except OSError as exc:
+            raise RunnerGone(f"could not be reached ({exc})") from None
+
+    def call_report(self, call: int, spin_s: float = 0.0) -> dict[str, Any]:
+        """What the runner says call `call` returned (its failure raises RunnerFailed
+        in the caller: the reply then has no call)."""
+        data = self.receive(spin_s)
+        if "call" not in data:
+            return data
+        entry = data.get("entry")
+        if data["call"] != call or not isinstance(entry, dict):
+            raise RunnerGone(f"reported out of turn: call {str(data['call'])[:20]}", protocol=True)
+        return {"ok": True, "entry": entry}
+
+    def receive(self, spin_s: float = 0.0) -> dict[str, Any]:
+        try:
+            if spin_s:
+                wait_readable(self.conn, spin_s)
             raw = self.conn.recv_bytes(MAX_REPLY_BYTES)
         except EOFError:
             raise RunnerGone("closed its connection") from None

@@ -78,6 +78,7 @@ class ProfileRun(CorrectnessRun):
         seeds = [self._seed(case, "profile-timed", j) for j in range(calls)]
         warmup = self._warmup(case, -1)
         times = self._pair(case, result, seeds, [calls - 1], warmup=warmup, timed=True)
+        assert times is not None  # reference first: never void
         paths = profiling.trace_files(
             self.pools.scratch / "profiles", self.slug, self.profile.world_size, self.pools.identity
         )

@@ -31,6 +31,10 @@ from problems.spec import Case, Problem
 
 log = logging.getLogger(__name__)
 
+# Void pairs in a row before a case gives up: each needs the reference's outputs to
+# outgrow rooms twice its largest output so far, which only growing outputs do.
+MAX_VOID_PAIRS = 4
+
 
 class Failure(Exception):
     """Ends a problem with a status other than PASSED."""
@@ -229,25 +233,18 @@ class ProblemRun:
         settle = [self._seed(case, "settle", j) for j in range(self.calls_per_round)]
         checked = [system.randrange(len(settle))]
         warmup = self._warmup(case, -1)
-        calls = self._pair(case, result, settle, checked, warmup=warmup, timed=True, fit=True)[3]
+        fitted = self._pair(case, result, settle, checked, warmup=warmup, timed=True, fit=True)
+        assert fitted is not None  # reference first: never void
+        calls = fitted[3]
         plan = checked_calls(self.settings.rounds, calls, self.settings.timed_checks)
         began = time.monotonic()
         for k in range(self.settings.most_rounds):
             if k >= self.settings.rounds and not self._more(result, began):
                 break
-            seeds = [self._seed(case, "timing", k, j) for j in range(calls)]
             if k >= self.settings.rounds:
                 plan[k] = [calls - 1, system.randrange(calls)]
             first = "reference" if k % 2 == 0 else "candidate"
-            *times, done = self._pair(
-                case,
-                result,
-                seeds,
-                sorted(set(plan.get(k, []))),
-                warmup=self._warmup(case, k),
-                timed=True,
-                first=first,
-            )
+            *times, done = self._timed_pair(case, result, k, calls, plan.get(k, []), first)
             names = ("reference_gross_us", "candidate_gross_us", "tare_us")
             pair: dict[str, Any] = {n: t / done * 1e6 for n, t in zip(names, times, strict=True)}
             result.rounds.append({**pair, "first": first})
@@ -259,8 +256,25 @@ class ProblemRun:
             for pair in result.rounds:
                 self.on_round(self.slug, case.name, dict(pair))
 
-    def _warmup(self, case: Case, k: int) -> list[int]:
-        return [self._seed(case, "warmup", k, j) for j in range(self.settings.warmup)]
+    def _timed_pair(
+        self, case: Case, result: CaseResult, k: int, calls: int, checked: list[int], first: str
+    ) -> tuple[float, float, float, int]:
+        """Timed pair `k`; drawn again on fresh seeds while it comes back void (the
+        reference's outputs outgrew the rooms the candidate answered in: judge/rank.py,
+        `candidate_first`), never run again on inputs the candidate has seen."""
+        for attempt in range(MAX_VOID_PAIRS):
+            again = ("void", attempt) if attempt else ()
+            seeds = [self._seed(case, "timing", k, j, *again) for j in range(calls)]
+            times = self._pair(
+                case, result, seeds, sorted(set(checked)),
+                warmup=self._warmup(case, k, *again), timed=True, first=first,
+            )  # fmt: skip
+            if times is not None:
+                return times
+        raise RuntimeError(f"{MAX_VOID_PAIRS} pairs in a row outgrew their rooms")
+
+    def _warmup(self, case: Case, k: int, *again: object) -> list[int]:
+        return [self._seed(case, "warmup", k, j, *again) for j in range(self.settings.warmup)]
 
     def _more(self, result: CaseResult, began: float) -> bool:
         """Another pair: the interval is still wider than asked, and the problem's time
@@ -286,10 +300,11 @@ class ProblemRun:
         timed: bool,
         first: str = "reference",
         fit: bool = False,
-    ) -> tuple[float, float, float, int]:
+    ) -> tuple[float, float, float, int] | None:
         """One pair on every judge; the slowest rank's times (s) of the two timed rounds,
         and of the reference's runner's harness alone (the tare), and the calls they made
-        (with `fit`, the judges may make fewer than asked: judge/rank.py, `calls_for`)."""
+        (with `fit`, the judges may make fewer than asked: judge/rank.py, `calls_for`).
+        None for a void pair (`_timed_pair`)."""
         order: dict[str, Any] = {"case": case.to_json(), "seeds": seeds, "checked": checked}
         # The settling pair's times are not kept: no tare for it either.
         order.update(warmup=warmup, tare=timed and not fit, first=first, fit=fit)
@@ -302,6 +317,8 @@ class ProblemRun:
             self.deadline += min(time.monotonic() - began, 2 * reference)
         self._failed(replies)
         self._tampered(replies)
+        if any(r.data.get("void") for r in replies):
+            return None
         self._judged(replies, case, result, timed=timed)
         candidate = max(_num(r.data.get("candidate_s")) for r in replies)
         calls = min(int(r.data.get("calls") or len(seeds)) for r in replies)

@@ -64,6 +64,11 @@ ROUND_BYTES = 1 << 30
 MIN_CALLS = 10
 
 
+class VoidPair(Exception):
+    """A pair whose candidate rounds ran in rooms the reference's outputs outgrew: it
+    counts for nothing and is drawn again on fresh seeds (`candidate_first`)."""
+
+
 def judge_main(conn: Connection, setup: RankSetup) -> None:
     device = rank_process.start(setup, untrusted=False)
     judge = _Judge(setup, device, conn)
@@ -166,6 +171,8 @@ class _Judge:
             else:
                 refs, harness_s = self.reference_rounds(case, stages, plans, warm, tare=tare)
                 cands = self.candidate_rounds(stages, refs, plans, tare=tare)
+        except VoidPair:
+            return {**answer, "void": True}
         except RunnerGone as gone:
             return {**answer, "failure": {"how": gone.how, "protocol": gone.protocol}}
         except RunnerFailed as failed:
@@ -233,9 +240,9 @@ class _Judge:
         before the stop stamp, where its own report puts them, but only inside the room
         the judge gave (the report is checked against the room as the reference's is, so
         it sizes nothing beyond it); once the reference has run, every call's report must
-        equal the reference's, or it is a wrong answer. Where a room proved short (the
-        reference needed more, or the candidate said it did) the candidate's rounds are
-        run again after the reference's, in the reference's rooms. Its echo round echoes
+        equal the reference's, or it is a wrong answer. Where the reference's outputs
+        proved larger than the rooms, the pair is void (`VoidPair`): nothing the
+        candidate has seen is timed again. Its echo round echoes
         the reference's outputs of the pair before, where every judge has them in the
         same rooms. The tare's seconds come third (`reference_rounds`)."""
         rooms = [self.rooms_for(case, staged) for staged in stages]
@@ -250,8 +257,13 @@ class _Judge:
                 self.echo_last(stages[-1], known, cands[-1])
         refs, harness_s = self.reference_rounds(case, stages, plans, [], tare=tare)
         moved = any(r.rooms != room for r, room in zip(refs, rooms, strict=True))
-        if self.anyone(moved or any(c.short for c in cands)):
-            return refs, self.candidate_rounds(stages, refs, plans, tare=tare), harness_s
+        if self.anyone(moved):
+            # The reference's outputs outgrew the rooms the candidate answered in. Its
+            # rounds are never run again on inputs it has seen (it could answer from what
+            # it kept): the pair is void, and the parent draws another on fresh seeds.
+            raise VoidPair
+        # A candidate that said its room was short returned more than the reference did
+        # (the rooms hold twice the reference's largest output): a wrong answer below.
         for cand, ref in zip(cands, refs, strict=True):
             for call, entry in cand.entries.items():
                 why = replies.mismatch(entry, ref.outputs[call])
@@ -370,26 +382,33 @@ class _Judge:
         for call, echo in zip(calls, echoes or [], strict=False):
             call["echo"] = echo
         ok(link.command("prepare", {"calls": calls}))
-        self.clock.barrier()
-        self.clock.start()
-        base[: staged.end].copy_(staged.staging)
-        link.inputs_written()
-        answer = ok(link.command("go", None, spin_s=SPIN_S if link.cuda else 0.0))
+        spin_s = SPIN_S if link.cuda else 0.0
         done = Round(rooms=list(rooms))
         read = done.provisional if provisional else done.read
+        self.clock.barrier()
+        self.clock.start()
         try:
-            found = replies.entries(answer, len(rooms))
-            # Only the checked calls before the stop stamp: the rest of the reply is read
-            # after it, for either runner alike.
-            for i in checked:
-                read(base, i, found[i], rooms[i], expected)
+            for k in range(len(rooms)):
+                self.hand_over(link, base, staged, k)
+                entry = ok(link.call_report(k, spin_s))["entry"]
+                read(base, k, entry, rooms[k], expected, k in checked)
+            answer = ok(link.receive(spin_s))
             done.seconds = self.clock.stop()
-            for i in range(len(rooms)):
-                if i not in checked:
-                    read(None, i, found[i], rooms[i], expected)
             done.tampered = replies.tampered(answer)
         except ReplyError as exc:
             raise RunnerGone(f"replied with {exc}", protocol=True) from None
         if expected is None and echoes is None and not provisional:
             done.outputs = [done.outputs_by_call[i] for i in range(len(rooms))]
         return done
+
+    def hand_over(self, link: RunnerLink, base: torch.Tensor, staged: Staged, call: int) -> None:
+        """Call `call`'s inputs into the arena, then the runner's word to make it: only now,
+        with every earlier call's outputs copied out (`Round.read`), so that no call sees
+        a later call's inputs and no answer can wait for them (docs/security.md)."""
+        begin, end = staged.inputs_of(call)
+        base[begin:end].copy_(staged.staging[begin:end])
+        link.inputs_written()
+        if call:
+            link.ring(call)
+        else:
+            link.send("go", None)

@@ -27,6 +27,11 @@ class Staged:
     staging: torch.Tensor  # the judge's own: runners only ever see copies of it
     layouts: list[dict[str, Any]]
     end: int
+    ends: list[int] = field(default_factory=list)  # where each call's inputs end
+
+    def inputs_of(self, call: int) -> tuple[int, int]:
+        """The bytes of call `call`'s inputs: written into the arena at its turn only."""
+        return (self.ends[call - 1] if call else 0), self.ends[call]
 
 
 @dataclass
@@ -43,51 +48,55 @@ class Round:
     entries: dict[int, dict[str, Any]] = field(default_factory=dict)
     short: bool = False
 
-    def copy(self, base: torch.Tensor, call: int, output: Output) -> None:
-        """A checked call's outputs, copied out of the arena into the judge's memory."""
+    def take(self, base: torch.Tensor, call: int, output: Output, checked: bool) -> None:
+        """A call's outputs, copied out of the arena before the next call's inputs go in;
+        kept when the call is checked. Every call's are copied alike, so the time between
+        a report and the next call's doorbell tells no runner which calls are checked."""
         copies = [arena.view(base, slot).clone() for slot in output.slots]
-        self.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
+        if checked:
+            self.copies[call] = copies[0] if output.kind == "tensor" else tuple(copies)
 
     def read(
         self,
-        base: torch.Tensor | None,
+        base: torch.Tensor,
         call: int,
         entry: dict[str, Any],
         room: tuple[int, int],
         expected: Round | None,
+        checked: bool,
     ) -> None:
-        """One call's report; with `base`, a copy of its outputs too (a checked call).
-        A checked call of the candidate's has its report read as the reference's is,
-        before the stop stamp, though only the comparison decides: both sides' rounds
-        then hold the same work of the judge (9 us against 1 us of Python a checked
-        call on the development machine, two checked calls a round)."""
+        """One call's report, as the call ends: the reference's gives its outputs' slots;
+        the candidate's is held against the reference's (and parsed as the reference's
+        is first, so both sides' rounds hold the same work of the judge), its outputs
+        read at the reference's slots."""
         if expected is None:
             output = replies.reference_output(entry, *room)
             self.outputs_by_call[call] = output
         else:
-            if base is not None:  # before the stop stamp: what the reference's report costs
-                with contextlib.suppress(ReplyError):
-                    replies.reference_output(entry, *room)
+            with contextlib.suppress(ReplyError):
+                replies.reference_output(entry, *room)
             output = expected.outputs[call]
             why = replies.mismatch(entry, output)
             if why:
                 self.mismatches[call] = why
                 return
-        if base is not None and not output.need:
-            self.copy(base, call, output)
+        if not output.need:
+            self.take(base, call, output, checked)
 
     def provisional(
         self,
-        base: torch.Tensor | None,
+        base: torch.Tensor,
         call: int,
         entry: dict[str, Any],
         room: tuple[int, int],
-        expected: Round | None = None,
+        expected: Round | None,
+        checked: bool,
     ) -> None:
         """A candidate's report before the reference has run: kept to be compared, and
-        for a checked call its outputs copied from the slots it names inside its room.
-        A report that is no reference's report is left to the comparison (a wrong
-        answer, not a protocol error: a solution may return anything)."""
+        its outputs copied from the slots it names inside its room. A report that is no
+        reference's report is left to the comparison (a wrong answer, not a protocol
+        error: a solution may return anything); one that asks for more room than the
+        room is short (`candidate_first` then calls it a wrong answer)."""
         self.entries[call] = entry
         try:
             output = replies.reference_output(entry, *room)
@@ -95,16 +104,16 @@ class Round:
             return
         if output.need:
             self.short = True
-        elif base is not None:
-            self.copy(base, call, output)
+        else:
+            self.take(base, call, output, checked)
 
 
 def stage(
     problem: Problem, case: Case, seeds: list[int], rank: int, world_size: int, device: torch.device
 ) -> Staged:
     """Every call's inputs, made by the judge from their seeds, in one buffer of the
-    arena's layout: a round then writes them all with one copy."""
-    layouts, tensors, end = [], [], 0
+    arena's layout: a round writes each call's part at that call's turn."""
+    layouts, tensors, ends, end = [], [], [], 0
     for seed in seeds:
         ctx = InputContext(
             rank=rank, world_size=world_size, dtype=case.dtype, device=device, seed=seed
@@ -112,11 +121,12 @@ def stage(
         layout, items, end = arena.call_layout(problem.make_inputs(case, ctx), end)
         layouts.append(layout)
         tensors.append(items)
+        ends.append(end)
     staging = torch.empty(end, dtype=torch.uint8, device=device)
     for layout, items in zip(layouts, tensors, strict=True):
         for slot, tensor in zip(input_slots(layout), items, strict=True):
             arena.view(staging, slot).copy_(tensor)
-    return Staged(staging, layouts, end)
+    return Staged(staging, layouts, end, ends)
 
 
 def pair_verdict(
