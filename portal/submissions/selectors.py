@@ -167,8 +167,10 @@ def _fact_value(key: str, value: Any) -> str:
         return "none (a network namespace of its own)" if value else "the host's (not isolated)"
     if key == "candidate_frozen" and isinstance(value, bool):
         if value:
-            return "stopped, every process of its rank frozen (a cgroup of the rank's)"
-        return "its process group stopped (no freezer on this host)"
+            return "every process of its rank frozen (a cgroup of the rank's; no signal sent)"
+        return (
+            "not stopped: no freezer on this host (a development host; speedups not to be trusted)"
+        )
     if key == "compile_s" and isinstance(value, int | float):
         return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
     return _text(value)

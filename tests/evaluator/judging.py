@@ -49,8 +49,20 @@ def judge_files(
 ) -> dict[str, ProblemResult]:
     """Each problem's result, by slug, in a scratch folder bundle code can reach;
     `options` go to evaluate_bundle (mode, profile_case, on_artifact...)."""
+    return judge_files_and_environment(files, catalog, settings, name, world_size, **options)[0]
+
+
+def judge_files_and_environment(
+    files: dict[str, str],
+    catalog: dict[str, Problem],
+    settings: Settings,
+    name: str,
+    world_size: int = 2,
+    **options: Any,
+) -> tuple[dict[str, ProblemResult], dict[str, Any]]:
+    """`judge_files`, with the environment the evaluation reported about its host."""
     with reachable_folder(name) as scratch_dir:
-        results, _ = evaluate_bundle(
+        results, environment = evaluate_bundle(
             read_bundle(f"{name}.zip", make_zip(files), known_slugs=catalog),
             slugs=list(catalog),
             profile=dataclasses.replace(get_profile("cpu"), world_size=world_size),
@@ -59,7 +71,7 @@ def judge_files(
             problems=catalog,
             **options,
         )
-    return {r.slug: r for r in results}
+    return {r.slug: r for r in results}, environment
 
 
 def evaluate_elsewhere(**kwargs: Any) -> Any:

@@ -77,9 +77,7 @@ def _is_frozen(path: Path) -> bool:
     return "frozen 1" in (path / "cgroup.events").read_text().splitlines()
 
 
-def test_inside_frozen_the_rank_is_frozen_and_after_it_runs_with_no_signal_caught(
-    busy, freezers
-):
+def test_inside_frozen_the_rank_is_frozen_and_after_it_runs_with_no_signal_caught(busy, freezers):
     freezers.add("candidate", 0, [busy.pid])  # as the pool moves a runner's rank in
     freezer = freezers.paths["candidate"][0]
     for _ in range(3):  # a pair's worth of turns, and more

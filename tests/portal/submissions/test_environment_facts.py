@@ -53,8 +53,11 @@ def test_it_says_whether_bundle_code_had_a_network():
 def test_it_says_how_the_candidate_stood_still_while_the_reference_was_timed():
     label = "Candidate while the reference is timed"
     assert environment_facts({"candidate_frozen": True}) == [
-        Fact(label, "stopped, every process of its rank frozen (a cgroup of the rank's)")
+        Fact(label, "every process of its rank frozen (a cgroup of the rank's; no signal sent)")
     ]
     assert environment_facts({"candidate_frozen": False}) == [
-        Fact(label, "its process group stopped (no freezer on this host)")
+        Fact(
+            label,
+            "not stopped: no freezer on this host (a development host; speedups not to be trusted)",
+        )
     ]
