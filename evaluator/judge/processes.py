@@ -21,7 +21,7 @@ KILL_VERIFY_S = 5.0
 DEATH_GRACE_S = 0.5
 # How long a judge waits for a runner's rank's cgroup to say it is frozen, or thawed: the
 # kernel freezes each task as it next leaves the kernel, and on the 2-core test machine a
-# spinning process of two threads took 43 ms (2026-11-28).
+# spinning process of two threads took 43 ms (2026-11-29).
 FREEZE_WAIT_S = 1.0
 
 

@@ -1,7 +1,7 @@
 """Telling the pair's order from signals around the other side's turn (issue 39; gloo,
 world size 2, judged with real rank processes).
 
-Until 2026-11-28 each judge stopped its candidate's process group (SIGSTOP) for the
+Until 2026-11-29 each judge stopped its candidate's process group (SIGSTOP) for the
 reference's side of every pair and continued it (SIGCONT) after: a SIGSTOP cannot be
 caught, but the SIGCONT can, and a red team counted continues to tell a candidate-first
 side from a reference-first one. Now a judge freezes the candidate's rank (its cgroup)
