@@ -25,10 +25,10 @@ class KeptRow(models.Model):
     label = models.CharField(max_length=80, blank=True)  # the example's label; "" for a team
     name = models.CharField(max_length=200)
     slug = models.CharField(max_length=80, blank=True)
-    # JSON, read with json.loads only where used: {category: [Totals fields..., reached]}
-    # with "" for the sum over every category, and the counted results for the curves.
-    totals = models.TextField()
-    counted = models.TextField()
+    # Packed (kept.TOTALS, kept.SOLVED): the sums per category and over all, and the
+    # counted results, by problem id, for the curves and the problems list.
+    totals = models.BinaryField()
+    counted = models.BinaryField()
 
     class Meta:
         indexes = [models.Index(fields=["profile"])]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -28,7 +27,7 @@ def _build(profile: str) -> dict[int, ProblemStats]:
     kept.refresh()
     teams = KeptRow.objects.filter(profile=profile, team_id__isnull=False)
     for team_id, counted in teams.values_list("team_id", "counted"):
-        for problem_id, speedup, *_ in json.loads(counted):
+        for problem_id, speedup in kept.speedups_of(counted):
             found = stats[problem_id]
             found.solvers.add(team_id)
             if speedup is not None and (found.best_speedup is None or speedup > found.best_speedup):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -314,19 +313,21 @@ def build_kept_leaderboard(*, profile: str, category: str | None = None, who: st
 
 
 def _kept_row(values: tuple, board: Board, scope: set[int] | None) -> Row | None:
-    team_id, name, slug, totals_json, counted_json = values
-    sums = json.loads(totals_json)
-    packed = sums.get(board.category or kept.OVERALL)
-    if packed is None:
+    team_id, name, slug, packed, counted = values
+    sums = kept.unpacked(packed)
+    index = kept.OVERALL_INDEX if board.category is None else kept.category_index(board.category)
+    if index not in sums:
         return None  # nothing counted in this category
-    totals, reached_at = kept.unpack(packed)
+    totals, reached_at = kept.totals_of(sums[index])
     if board.category is not None:
         totals = Totals() + totals  # as build_leaderboard sums a category board's one column
 
     def categories() -> list[Score]:
         return [
             Score.of_totals(
-                kept.unpack(sums[c.value])[0] if c.value in sums else Totals(),
+                kept.totals_of(sums[i])[0]
+                if (i := kept.category_index(c.value)) in sums
+                else Totals(),
                 total=c.total,
                 total_weight=c.total_weight,
             )
@@ -343,7 +344,7 @@ def _kept_row(values: tuple, board: Board, scope: set[int] | None) -> Row | None
         ),
         categories=Deferred(categories),
         reached_at=reached_at,
-        counted=Deferred(lambda: kept.solved_of(counted_json, scope)),
+        counted=Deferred(lambda: kept.solved_of(counted, scope)),
         is_example=team_id is None,
     )
 
