@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     for label, url, key in (
         ("overall", f"/?profile={PROFILE}", board_key(PROFILE)),
         ("category tensor", f"/?profile={PROFILE}&category=tensor", board_key(PROFILE, "tensor")),
-        ("problems list", f"/problems/?profile={PROFILE}", ("problem-stats", PROFILE)),
+        ("problems list", f"/problems/?profile={PROFILE}", ("problem-list", PROFILE)),
     ):
         for mode, n in (
             ("memoised", args.requests),
