@@ -31,7 +31,10 @@ redis:
 .env:
 	scripts/ensure-env "$(PYTHON)"
 
+# var/ holds the portal's database, uploads and sockets: its owner's alone (0700), never
+# readable by bundle code or other users.
 migrate: install .env
+	@mkdir -p var && chmod 0700 var
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py sync_problems
 
