@@ -7,11 +7,11 @@ their pipe (SCM_RIGHTS: no name anyone else could open, across users and namespa
 - GPU: a physical allocation of its own (`evaluator.candidate.vmm`), so the runner's
   mapping reaches its arena and nothing else of the judge's: no reference output, no
   input of another call.
-The two processes' work is ordered by the CPU: the judge synchronises its stream after it
-wrote the inputs, before it sends the round; the runner synchronises its device before it
-replies. A runner that replies early gains nothing: the judge's copy of a slot reads it
-after the reply and before the stop stamp, so whatever the copy found was written before
-the stamp.
+The two processes' work is ordered by the CPU, call by call: the judge synchronises its
+stream (the outputs it copied out, then the next call's inputs) before it rings; the runner
+synchronises its device before it reports a call. A runner that reports early gains
+nothing: the judge's copy of the call's room reads it after the report and before the next
+call's inputs exist, so whatever the copy found was written by then.
 """
 
 from __future__ import annotations
