@@ -85,6 +85,15 @@ HARNESS_CHECK = (
 )
 
 
+def harness_check() -> str:
+    """HARNESS_CHECK with the search path a rank gets: multiprocessing's spawn hands a
+    child its parent's `sys.path` (the working folder for ''), so a worker started as
+    `python -m` from a checkout, with no install (a GPU image's interpreter), finds the
+    harness in its ranks, and must in the check too."""
+    path = [os.getcwd() if entry == "" else entry for entry in sys.path]
+    return f"import sys; sys.path[:0] = {path!r}; {HARNESS_CHECK}"
+
+
 def bwrap_binary() -> str | None:
     """The bubblewrap executable: the wheel's, else the host's; None where neither is."""
     with contextlib.suppress(Exception):
@@ -261,7 +270,7 @@ class Sandbox:
             # What every rank does first, from where a rank starts: a host whose bundle
             # code cannot import our own package judges nothing (its ranks would all read
             # as the team's compile errors).
-            box.run_inside(HARNESS_CHECK, expect=str(uid))
+            box.run_inside(harness_check(), expect=str(uid))
         except RuntimeError:
             box.close()
             raise
