@@ -33,6 +33,7 @@ import errno
 import glob
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,10 +126,29 @@ def _under(path: str, folders: Iterable[str]) -> bool:
     return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
+# The compilers a CUDA extension's build runs (torch.utils.cpp_extension: ninja, nvcc, the
+# host compiler nvcc calls), and the variables that may name others.
+TOOLS = ("nvcc", "gcc", "g++", "cc", "c++", "ninja")
+TOOL_VARIABLES = ("CC", "CXX", "CUDAHOSTCXX", "NVCC", "PYTORCH_NVCC")
+
+
 def cuda_paths(env: dict[str, str] | os._Environ[str] = os.environ) -> list[str]:
-    """The CUDA toolkit wherever it lies outside the system folders (/opt/cuda, ...)."""
+    """The CUDA toolkit and the compilers wherever they lie outside the system folders
+    (/opt/cuda, a toolset under /opt, ...): each tool's install root, the folder above its
+    bin/. Without them a CUDA extension's build fails inside ("nvcc fatal: Failed to
+    preprocess host compiler properties", one H200 image, 2026-11-28)."""
     named = [env.get(name, "") for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
-    return [p for p in (*named, *glob.glob("/usr/local/cuda*")) if p and os.path.isdir(p)]
+    found = [shutil.which(tool, path=env.get("PATH")) for tool in TOOLS]
+    found += [env.get(name, "").split(" ")[0] for name in TOOL_VARIABLES]
+    roots = [_install_root(p) for p in found if p]
+    folders = (*named, *glob.glob("/usr/local/cuda*"), *roots)
+    return [p for p in folders if p and os.path.isdir(p) and not _under(p, SYSTEM)]
+
+
+def _install_root(tool: str) -> str:
+    """/opt/x for /opt/x/bin/tool (links followed); the tool's folder otherwise."""
+    folder = os.path.dirname(os.path.realpath(tool))
+    return os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
 
 
 def kept_paths() -> list[str]:

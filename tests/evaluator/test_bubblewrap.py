@@ -122,3 +122,19 @@ def test_the_references_runner_takes_the_candidates_filter_in_bubblewrap(tmp_pat
     proc.start()
     assert queue.get(timeout=120) == "2"  # SECCOMP_MODE_FILTER
     proc.join(30)
+
+
+def test_a_toolchain_outside_the_system_folders_is_shown_whole(tmp_path):
+    """A CUDA extension's build runs nvcc and the host compiler: an image whose toolkit or
+    compilers lie under /opt (found on PATH or named by CC/CXX) must have them inside."""
+    from evaluator.host.bubblewrap import cuda_paths
+
+    toolkit, toolset = tmp_path / "opt" / "cuda-13", tmp_path / "opt" / "gcc-13"
+    for tool in (toolkit / "bin" / "nvcc", toolset / "bin" / "g++"):
+        tool.parent.mkdir(parents=True)
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    env = {"PATH": f"/usr/bin:{toolkit / 'bin'}", "CXX": f"{toolset / 'bin' / 'g++'} -O2"}
+    shown = cuda_paths(env)
+    assert str(toolkit) in shown and str(toolset) in shown
+    assert not [p for p in shown if p.startswith("/usr/")]  # shown with the system folders
