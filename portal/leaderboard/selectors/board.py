@@ -314,11 +314,11 @@ def build_kept_leaderboard(*, profile: str, category: str | None = None, who: st
 
 def _kept_row(values: tuple, board: Board, scope: set[int] | None) -> Row | None:
     team_id, name, slug, packed, counted = values
-    sums = kept.unpacked(packed)
     index = kept.OVERALL_INDEX if board.category is None else kept.category_index(board.category)
-    if index not in sums:
+    fields = kept.sums_at(packed, index)
+    if fields is None:
         return None  # nothing counted in this category
-    totals, reached_at = kept.totals_of(sums[index])
+    totals, reached_at = kept.totals_of(fields)
     if board.category is not None:
         totals = Totals() + totals  # as build_leaderboard sums a category board's one column
 
@@ -327,6 +327,7 @@ def _kept_row(values: tuple, board: Board, scope: set[int] | None) -> Row | None
     columns = board.columns
 
     def categories() -> list[Score]:
+        sums = kept.unpacked(packed)
         return [
             Score.of_totals(
                 kept.totals_of(sums[i])[0]
