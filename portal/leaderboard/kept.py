@@ -116,6 +116,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A counted result: problem id, which of the numbers are None (a bit each), then the numbers
 # of scoring.Solved in order (speedup, weight, roofline, low, high).
 SOLVED = struct.Struct("<qB5d")
+Packed = bytes | memoryview  # SQLite returns bytes, PostgreSQL a memoryview
 
 
 def _sums(found: list[Counted]) -> bytes:
@@ -149,12 +150,12 @@ def pack(index: int, totals: Totals, reached_at: datetime | None) -> bytes:
     return TOTALS.pack(index, solved, faster, *weights, *rest, when)
 
 
-def unpacked(totals: bytes) -> dict[int, tuple]:
+def unpacked(totals: Packed) -> dict[int, tuple]:
     """A kept row's sums by category index (OVERALL_INDEX: over all), as `totals_of` reads."""
     return {fields[0]: fields for fields in TOTALS.iter_unpack(totals)}
 
 
-def sums_at(totals: bytes, index: int) -> tuple | None:
+def sums_at(totals: Packed, index: int) -> tuple | None:
     """The sums of one category (OVERALL_INDEX: over all) of a kept row; None if it has
     none. Unpacked one at a time: a board keeps only what it reads (fewer objects for
     Python's cyclic collector to walk, whose full passes took 0.3 s, 2026-11-28)."""
@@ -175,16 +176,16 @@ def _pack_solved(problem_id: int, solved: Solved) -> bytes:
     return SOLVED.pack(problem_id, missing, *(0.0 if v is None else v for v in solved))
 
 
-def solved_of(counted: bytes, problem_ids: set[int] | None) -> tuple[Solved, ...]:
+def solved_of(counted: Packed, problem_ids: set[int] | None) -> tuple[Solved, ...]:
     """A kept row's counted results within `problem_ids` (None: all), by problem id."""
     return tuple(
-        Solved(*(None if missing >> i & 1 else v for i, v in enumerate(numbers)))
+        Solved._make(None if missing >> i & 1 else v for i, v in enumerate(numbers))
         for pid, missing, *numbers in SOLVED.iter_unpack(counted)
         if problem_ids is None or pid in problem_ids
     )
 
 
-def speedups_of(counted: bytes) -> Iterator[tuple[int, float | None]]:
+def speedups_of(counted: Packed) -> Iterator[tuple[int, float | None]]:
     """(problem id, speedup) of each of a kept row's counted results."""
     for pid, missing, speedup, *_ in SOLVED.iter_unpack(counted):
         yield pid, None if missing & 1 else speedup

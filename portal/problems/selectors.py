@@ -27,6 +27,8 @@ def _build(profile: str) -> dict[int, ProblemStats]:
     kept.refresh()
     teams = KeptRow.objects.filter(profile=profile, team_id__isnull=False)
     for team_id, counted in teams.values_list("team_id", "counted"):
+        if team_id is None:  # never: the filter above; says so to the type checker
+            continue
         for problem_id, speedup in kept.speedups_of(counted):
             found = stats[problem_id]
             found.solvers.add(team_id)
