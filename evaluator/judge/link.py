@@ -125,9 +125,11 @@ class RunnerLink:
         """What the runner says call `call` returned (its failure raises RunnerFailed
         in the caller: the reply then has no call)."""
         data = self.receive(spin_s)
-        if "call" not in data:
-            return data
+        if "call" not in data and data.get("ok") is not True:
+            return data  # the runner's failure, which `ok` raises
         entry = data.get("entry")
+        if "call" not in data:
+            raise RunnerGone("replied with a round's reply for a call's", protocol=True)
         if data["call"] != call or not isinstance(entry, dict):
             raise RunnerGone(f"reported out of turn: call {str(data['call'])[:20]}", protocol=True)
         return {"ok": True, "entry": entry}

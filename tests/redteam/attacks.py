@@ -148,9 +148,9 @@ import torch.distributed as dist
 from evaluator.candidate import runner
 _orig = runner._Runner.go
 
-def _go(self):
+def _go(self, *args, **kwargs):
     print("pkb-redteam: wrapped the runner's round", flush=True)
-    return _orig(self)
+    return _orig(self, *args, **kwargs)
 
 runner._Runner.go = _go
 
