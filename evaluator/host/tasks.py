@@ -21,11 +21,15 @@ import functools
 import logging
 import multiprocessing.process as mp_process
 import os
+import signal
 import socket
+import threading
 import time
 from typing import Any
 
 from celery import Celery, bootsteps
+from celery.exceptions import Reject
+from celery.signals import worker_process_init
 from celery.worker import state as worker_state
 
 from evaluator.contract import EVALUATE_TASK, FINISHED_TASK, PORTAL_QUEUE
@@ -36,6 +40,7 @@ from evaluator.host.run import evaluation_id_of, run_evaluation
 from evaluator.host.sandbox import SandboxError
 from evaluator.host.settings import Settings, load_settings, redis_url
 from evaluator.judge.confinement import SANDBOX_FAULT, check_sandbox
+from evaluator.judge.stopping import EvaluationStopped, request_stop
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,10 @@ def worker_settings() -> Settings:
 
 
 def send_to_portal(task_name: str, message: dict[str, Any]) -> None:
+    if task_name == FINISHED_TASK and _group_stopping.is_set():
+        # Its ranks may have been stopped half-way: the evaluation goes back to the queue
+        # (evaluate, below) instead of a result that a stop made.
+        raise EvaluationStopped(GROUP_STOP_REASON)
     app.send_task(
         task_name,
         args=[message],
@@ -117,13 +126,39 @@ def evaluate(request_json: dict[str, Any]) -> None:
         owner=f"{socket.gethostname()}:{os.getpid()}",
         lease_s=VISIBILITY_TIMEOUT_S,
     )
-    run_evaluation(
+    finished = run_evaluation(
         request_json,
         settings=worker_settings(),
         send=send_to_portal,
         attempt=attempt,
         heartbeat_s=HEARTBEAT_S,
     )
+    if finished is None and _group_stopping.is_set():
+        # Not acknowledged: the broker puts it back at the head of this profile's queue,
+        # in this site's database, for the next worker.
+        raise Reject(GROUP_STOP_REASON, requeue=True)
+
+
+# SIGTERM to the pool process comes only with one to the worker's whole process group:
+# honcho's Ctrl-C (`make run`), or a teardown's killpg; systemd (KillMode=mixed) and
+# `docker stop` signal the main process alone, whose warm shutdown lets the evaluation
+# finish. Stopping the whole group means stopping now (honcho kills the group 5 s later):
+# the pool process stops its evaluation, as the portal's stop signal would, and the task
+# hands its message back, where the default action would kill the pool process and make
+# the main one log a WorkerLostError.
+GROUP_STOP_REASON = "the worker's process group was told to stop (SIGTERM)"
+_group_stopping = threading.Event()
+
+
+def _stop_with_the_group(signum: int, frame: Any) -> None:
+    _group_stopping.set()
+    # From a thread: request_stop takes a lock that the interrupted code may hold.
+    threading.Thread(target=request_stop, args=(GROUP_STOP_REASON,), daemon=True).start()
+
+
+@worker_process_init.connect
+def _on_pool_process_start(**_: Any) -> None:
+    signal.signal(signal.SIGTERM, _stop_with_the_group)
 
 
 class KeepMessagesVisible(bootsteps.StartStopStep):
