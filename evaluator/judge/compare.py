@@ -4,6 +4,12 @@ An element passes when |actual - expected| <= atol + rtol * |expected|. Integer 
 outputs are compared exactly whatever the tolerance; NaN or Inf in the candidate where the
 reference is finite never passes; where the reference itself is NaN or Inf the candidate
 must match it.
+
+Errors, as every place that shows them means them (docs/architecture.md, "Errors"): an
+element's absolute error is |actual - expected|; its relative error is that over |expected|
+where |expected| is above atol, and 0 elsewhere (nearer zero only atol applies). A pass
+reports the largest of each over the elements compared; a wrong answer those of the one
+element its message names (the failing element furthest from its expected value).
 """
 
 from __future__ import annotations
@@ -20,8 +26,11 @@ from problems.spec import Tolerance
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
+    # A pass: the largest of each over the elements compared. A wrong answer: those of the
+    # one element its message names. The relative error counts only where |expected| is
+    # above atol (`_relative`).
     max_abs_err: float = 0.0
-    max_rel_err: float = 0.0  # over elements whose reference value is not zero
+    max_rel_err: float = 0.0
     message: str = ""
 
 
@@ -133,19 +142,22 @@ def _verdict(
     index = [int(i) for i in torch.unravel_index(torch.tensor(flat), expected.shape)]
     got, want = actual.reshape(-1)[flat].item(), expected.reshape(-1)[flat].item()
     worst_abs, worst_rel = diff.reshape(-1)[flat].item(), rel.reshape(-1)[flat].item()
-    max_abs_err = max(max_abs, worst_abs) if not math.isnan(worst_abs) else math.inf
-    max_rel_err = max(max_rel, worst_rel) if not math.isnan(worst_rel) else math.inf
+    # Where |expected| is within atol the relative error is 0 by definition: say why.
+    counted = abs(want) > tol.atol or not math.isfinite(want)
     message = (
         f"{label}: {n_bad} of {expected.numel()} elements differ; worst at index {index}: "
-        f"got {_num(got)}, expected {_num(want)} (abs err {_num(worst_abs)}"
-        + (f", rel err {_num(worst_rel)}" if worst_rel else "")
-        + f"; atol {tol.atol:g}, rtol {tol.rtol:g})"
+        f"got {_num(got)}, expected {_num(want)} (abs err {_err(worst_abs)}, "
+        f"rel err {_err(worst_rel)}{'' if counted else ' as |expected| <= atol'}; "
+        f"atol {tol.atol:g}, rtol {tol.rtol:g})"
     )
-    if max_rel_err > worst_rel:
-        # The result's "rel err" column is the output's largest; say it where it is
-        # another element's, so the column and the message agree.
-        message += f"; largest relative error {_num(max_rel_err)}"
-    return Verdict(ok=False, max_abs_err=max_abs_err, max_rel_err=max_rel_err, message=message)
+    # A wrong answer reports the element it names, and only it (docs/architecture.md,
+    # "Errors"): the result's columns, its cases' and the message then say one number.
+    return Verdict(
+        ok=False,
+        max_abs_err=math.inf if math.isnan(worst_abs) else worst_abs,
+        max_rel_err=math.inf if math.isnan(worst_rel) else worst_rel,
+        message=message,
+    )
 
 
 def _nanmax(values: torch.Tensor) -> float:
@@ -158,6 +170,11 @@ def _num(value: float | int | bool) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
+
+
+def _err(value: float) -> str:
+    # Three significant digits, as the site's error columns show them (`error` filter).
+    return f"{value:.3g}"
 
 
 def _dtype(dtype: torch.dtype) -> str:

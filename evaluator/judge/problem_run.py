@@ -364,12 +364,15 @@ class ProblemRun:
         where = f"rank {failed[0].rank}, case {case.name} ({case.dtype})"
         if timed:
             where += ", a timed call (every call gets fresh inputs; timed outputs are checked)"
-        worst = [r.data["verdict"] for r in failed]
+        # The errors of the element the message names, on the problem and on its case's
+        # row alike: not another rank's, so the columns say what the message says.
+        result.max_abs_err = _num(verdict.get("max_abs_err"))
+        result.max_rel_err = _num(verdict.get("max_rel_err"))
         raise Failure(
             ProblemStatus.WRONG_ANSWER,
             f"{where}: {verdict.get('message', '')}",
-            max_abs_err=max(_num(v.get("max_abs_err")) for v in worst),
-            max_rel_err=max(_num(v.get("max_rel_err")) for v in worst),
+            max_abs_err=result.max_abs_err,
+            max_rel_err=result.max_rel_err,
         )
 
     def _flag(self, flag: ResultFlag, why: str) -> None:

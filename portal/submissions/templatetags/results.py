@@ -74,11 +74,13 @@ def speedup_interval(item: object) -> str:
 
 @register.filter
 def error(value: float | None) -> str:
+    """An absolute or relative error to three significant digits, as a wrong answer's
+    message writes it (evaluator/judge/compare.py), so both read the same."""
     if not _is_number(value):
         return DASH
     if math.isinf(value):
         return "∞"
-    return "0" if value == 0 else f"{value:.2e}"
+    return f"{value:.3g}"
 
 
 @register.filter

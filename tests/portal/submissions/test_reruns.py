@@ -225,6 +225,21 @@ def test_a_wrong_answer_on_a_rerun_stops_the_result_ranking(judged, problems):
     assert not ProblemResult.objects.counted(profile="cpu").passed().exists()
 
 
+def test_a_failed_result_shows_the_errors_of_the_run_whose_message_it_shows(judged, problems):
+    def wrong(message: str, abs_err: float, rel_err: float) -> Reported:
+        return Reported(
+            "all-reduce", ProblemStatus.WRONG_ANSWER, 4, message=message,
+            max_abs_err=abs_err, max_rel_err=rel_err,
+        )  # fmt: skip
+
+    judge_again(judged, problems, wrong("rank 0: first", 40.0, 5.0))
+    judge_again(judged, problems, wrong("rank 0: second", 0.25, 0.9))
+    result = judged.results.get()
+    # The message is the last failed run's; its errors, not the worst of every run's.
+    assert "rank 0: second" in result.message
+    assert (result.max_abs_err, result.max_rel_err) == (0.25, 0.9)
+
+
 def test_a_flag_on_a_rerun_flags_the_result(judged, problems):
     judge_again(judged, problems, passed(flags=[ResultFlag.BELOW_FLOOR.value]))
     result = judged.results.get()

@@ -148,7 +148,7 @@ def test_the_page_renders_every_kind_of_result(client, bob, submission, problems
     page = client.get(detail_url(submission.pk)).content.decode()
     assert "Passed" in page and "1.25×" in page and "812.5 µs" in page and "1.02 ms" in page
     assert "Wrong answer" in page and "rank 1: 12 elements differ" in page
-    assert "2.50e-01 / 1.25e-02" in page
+    assert "0.25 / 0.0125" in page
     assert "Runtime error" in page and "RuntimeError on rank 0" in page
     assert "<details><summary>Log of tp-linear</summary>" in page and "boom" in page
     assert "hx-get" not in page and "refresh" not in page
