@@ -23,11 +23,14 @@ COPY problems problems
 COPY templates templates
 COPY static static
 COPY deploy deploy
-# Editable: settings find templates/ and static/ beside the code, in /app.
+# Editable: settings find templates/ and static/ beside the code, in /app. The portal's
+# data (var/, the bundles under /data; a new volume takes the image's modes) is the pkb
+# user's alone, 0700, as `make run` makes var/ (issue 50).
 RUN pip install -e . \
     && PKB_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
     && mkdir -p /app/var /data/media \
-    && chown -R pkb:pkb /app/var /data
+    && chown -R pkb:pkb /app/var /data \
+    && chmod 0700 /app/var /data /data/media
 
 USER pkb
 VOLUME ["/data"]

@@ -11,6 +11,9 @@ PORT ?= 8000
 # (debug on, a fresh secret key; made by `make install` when missing), which honcho and
 # manage.py read, so that manage.py commands work in any shell once .venv exists.
 run: export PKB_DEBUG ?= 1
+# Its CPU worker may judge without root or a freezer: name "cpu" so that its results rank
+# (portal/submissions/services/confinement.py); every other profile still requires the sandbox.
+run: export PKB_RANK_WEAKER_SANDBOX ?= cpu
 run: export PORT := $(PORT)
 
 .PHONY: run test install redis chromium candidate-access migrate lint format clean

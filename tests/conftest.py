@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # Every process this suite starts, rank processes included, inherits these: multicast
 # must never be enabled on the shared GPU hosts where the GPU-marked tests run.
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -14,3 +16,14 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 # The canary's own tests turn it on (tests/evaluator/test_canary.py,
 # tests/integration/test_canary_worker.py).
 os.environ.setdefault("PKB_CANARY_INTERVAL_S", "0")
+# The suite's CPU workers are development hosts (a sandbox may start without root or a
+# freezer), and most tests report results without an environment: on the CPU profile they
+# rank, as in `make run`: for the portal processes the suite starts (the environment) and
+# for this one, whose settings pytest-django loaded before this file (the fixture). The
+# rule itself runs with the setting cleared (tests/portal/submissions/test_confinement.py).
+os.environ.setdefault("PKB_RANK_WEAKER_SANDBOX", "cpu")
+
+
+@pytest.fixture(autouse=True)
+def _development_hosts_rank(settings):
+    settings.PKB_RANK_WEAKER_SANDBOX = ("cpu",)

@@ -20,6 +20,13 @@ class HardwareProfile:
     # CPU hosts are for development: they run the small public dev cases, since the eval
     # shapes are sized for NVLink and would take minutes per problem over gloo.
     case_kind: str
+    # What a result must have been judged in to rank (issue 50): the sandbox that ran
+    # (the finished message's `environment["sandbox"]`) and whether each candidate was
+    # frozen while the reference was timed (`environment["candidate_frozen"]`). The portal
+    # flags a result judged with less, so that it never ranks, unless an operator names the
+    # profile in PKB_RANK_WEAKER_SANDBOX (a development setting; `make run` names "cpu").
+    required_sandbox: str = "bubblewrap"
+    requires_frozen: bool = True
 
     @property
     def unranked_queue(self) -> str:

@@ -188,6 +188,19 @@ if PKB_SUBMISSION_PROFILE not in PROFILES:
         + ", ".join(sorted(PROFILES))
     )
 
+# A result judged without the sandbox its hardware profile requires (bubblewrap, the
+# candidate frozen while the reference is timed: evaluator/host/profiles.py) is flagged
+# when it is recorded and never ranks (portal/submissions/services/confinement.py), except
+# on the profiles named here: a development setting, for a host that cannot give that
+# sandbox (`make run` names "cpu": its worker may run without root or a freezer). Empty
+# by default: no profile ranks such a result unless an operator says so.
+PKB_RANK_WEAKER_SANDBOX = tuple(envlist("PKB_RANK_WEAKER_SANDBOX", ""))
+if unknown := sorted(set(PKB_RANK_WEAKER_SANDBOX) - set(PROFILES)):
+    raise ImproperlyConfigured(
+        f"PKB_RANK_WEAKER_SANDBOX names unknown profiles {', '.join(unknown)}; expected some "
+        "of " + ", ".join(sorted(PROFILES))
+    )
+
 # Leaderboard: each process rebuilds the boards it serves as soon as their data change
 # (a rebuild of 1,000 teams takes most of a second; the page's goal is 50 ms), so the next
 # view is fresh and memoised (portal/leaderboard/freshness.py). Off in tests: their writes

@@ -109,7 +109,8 @@ def problem_public_solutions(problem: Problem) -> list[ProblemResult]:
 def team_recent_submissions(team, *, limit: int = 20) -> list[Submission]:
     # passed_count: a "done" with nothing passed is not shown as a success (one query).
     passed = Count("results", filter=Q(results__status=ProblemResult.Status.PASSED))
-    submissions = Submission.objects.for_team(team).select_related("user")
+    # An entry's samples say so (their entry's name and link) where other runs say a mode.
+    submissions = Submission.objects.for_team(team).select_related("user", "entry_sample__entry")
     return list(submissions.annotate(passed_count=passed)[:limit])
 
 
@@ -132,11 +133,17 @@ _FACT_LABELS = {
     "python": "Python",
     "hostname": "Host",
     "compile_s": "Compile pass",
+    "sandbox": "Bundle code's sandbox",
     "network_isolated": "Bundle code's network",
     "candidate_frozen": "Candidate while the reference is timed",
 }
 _SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
 FACT_CAP_CHARS = 500
+_SANDBOXES = {
+    "bubblewrap": "bubblewrap (its own namespaces, read-only host files, a system-call filter)",
+    "namespaces": "the network jail alone (a development setting; host files in view)",
+    None: "none (a development host: bundle code ran as the worker's processes do)",
+}
 
 
 def _text(value: Any) -> str:
@@ -165,6 +172,9 @@ def _fact_value(key: str, value: Any) -> str:
         return _bandwidth(value)
     if key == "network_isolated" and isinstance(value, bool):
         return "none (a network namespace of its own)" if value else "the host's (not isolated)"
+    if key == "sandbox":
+        known = isinstance(value, str | None) and value in _SANDBOXES
+        return _SANDBOXES[value] if known else _text(value)
     if key == "candidate_frozen" and isinstance(value, bool):
         if value:
             return "every process of its rank frozen (a cgroup of the rank's; no signal sent)"
@@ -199,7 +209,8 @@ def environment_facts(environment: Any) -> list[Fact]:
     """
     if not isinstance(environment, dict):
         return []
-    env = {k: v for k, v in environment.items() if v not in (None, "", [], {})}
+    # A sandbox of None is a fact (bundle code ran unconfined), not a value left empty.
+    env = {k: v for k, v in environment.items() if k == "sandbox" or v not in (None, "", [], {})}
     facts = _hardware(env)
     for key, label in _FACT_LABELS.items():
         if key in env:

@@ -9,6 +9,9 @@ from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_start
 from tests.portal.factories import SubmissionFactory
 
+# What a production host reports of where bundle code ran: the sandbox and the freezer that
+# every profile requires (evaluator/host/profiles.py), so the results may rank.
+CONFINED = {"sandbox": "bubblewrap", "candidate_frozen": True}
 AROUND = object()  # an interval 0.05 either side of the speedup, as a host would report
 
 
@@ -28,9 +31,15 @@ def passed(slug="all-reduce", speedup=1.5, low=AROUND, high=AROUND, time_us=80.0
     )
 
 
-def finish(evaluation_id, *results, outcome=EvaluationOutcome.DONE, reason="") -> bool:
+def finish(
+    evaluation_id, *results, outcome=EvaluationOutcome.DONE, reason="", environment=CONFINED
+) -> bool:
     message = finished_message(
-        evaluation_id=str(evaluation_id), outcome=outcome, reason=reason, results=list(results)
+        evaluation_id=str(evaluation_id),
+        outcome=outcome,
+        reason=reason,
+        results=list(results),
+        environment=environment,
     )
     return evaluation_finish(message=message)
 
@@ -46,8 +55,8 @@ def judged(*, team, user, speedup, slug="all-reduce", low=None, high=None) -> Su
     return submission
 
 
-def judge_rerun(rerun, result: Reported, *, host="gpu-2") -> None:
+def judge_rerun(rerun, result: Reported, *, host="gpu-2", environment=CONFINED) -> None:
     """The host's messages about a re-run: started, then finished with the result."""
     assert evaluation_start(evaluation_id=str(rerun.evaluation_id), host=host)
-    assert finish(rerun.evaluation_id, result)
+    assert finish(rerun.evaluation_id, result, environment=environment)
     rerun.refresh_from_db()

@@ -68,6 +68,18 @@ class ProblemResult(models.Model):
             "its host reported a speedup interval that does not hold the speedup, so it "
             "cannot be counted beyond noise",
         )
+        # The portal's own, from the finished message's environment against what the
+        # submission's hardware profile requires (services/confinement.py).
+        WEAKER_SANDBOX = (
+            "weaker_sandbox",
+            "judged outside the bubblewrap sandbox its hardware profile requires (the "
+            "host's sandbox is under Environment)",
+        )
+        NOT_FROZEN = (
+            "not_frozen",
+            "its host did not freeze the candidate while the reference was timed, as its "
+            "hardware profile requires",
+        )
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")

@@ -30,6 +30,7 @@ from portal.submissions.services.artifacts import (
     artifacts_keep,
     artifacts_read,
 )
+from portal.submissions.services.confinement import confinement_flags, with_flags
 from portal.submissions.services.notifications import submission_judged_mail
 from portal.submissions.services.reported import MESSAGE_CAP_CHARS, json_safe, reported_fields
 from portal.submissions.services.reruns import (
@@ -159,6 +160,8 @@ def _code_digest(submission: Submission, slug: str) -> str:
 
 def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list[ProblemResult]:
     wanted = set(submission.problems)
+    # Judged without the sandbox its profile requires: every result is kept, flagged.
+    unconfined = confinement_flags(profile=submission.profile, environment=submission.environment)
     problems = Problem.objects.in_bulk(
         [r.slug for r in reported if r.slug in wanted], field_name="slug"
     )
@@ -173,7 +176,7 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
             problem=problem,
             problem_version=_judged_version(submission, problem),
             code_digest=_code_digest(submission, problem.slug),
-            **reported_fields(result),
+            **with_flags(reported_fields(result), unconfined),
         )
     return list(rows.values())
 
@@ -240,7 +243,13 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
         artifact_files_delete(stored)  # their rows went with the transaction
         raise
     # Not a submission's attempt: perhaps a re-run for the ranking (services/reruns.py).
-    if rerun_finish(evaluation_id=eid, outcome=outcome, reported=reported, reason=reason):
+    if rerun_finish(
+        evaluation_id=eid,
+        outcome=outcome,
+        reported=reported,
+        reason=reason,
+        environment=message.get("environment"),
+    ):
         return True
     logger.info("finish of evaluation %s dropped: not the current attempt", eid)
     return False

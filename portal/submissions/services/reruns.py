@@ -16,6 +16,7 @@ import statistics
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -28,6 +29,7 @@ from evaluator.host.profiles import get_profile
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission
+from portal.submissions.services.confinement import confinement_flags, with_flags
 from portal.submissions.services.reported import (
     MESSAGE_CAP_CHARS,
     REPORTED_FIELDS,
@@ -143,6 +145,7 @@ def rerun_finish(
     outcome: EvaluationOutcome,
     reported: list[ReportedResult],
     reason: str = "",
+    environment: Any = None,
 ) -> bool:
     """Record a re-run's judged run beside the result's others and rank the result by their
     medians; False when the id names no active re-run (a duplicate or late message).
@@ -182,7 +185,11 @@ def rerun_finish(
                 judged_at=now,
                 host=rerun.host,
                 problem_version=rerun.problem_version,
-                **reported_fields(mine[0]),
+                # A run judged without the profile's sandbox flags the result it joins.
+                **with_flags(
+                    reported_fields(mine[0]),
+                    confinement_flags(profile=rerun.submission.profile, environment=environment),
+                ),
             )
             result_aggregate(result=result)
         _attempt_over_on_commit(rerun.evaluation_id, reason="finished")

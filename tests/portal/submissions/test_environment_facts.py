@@ -61,3 +61,13 @@ def test_it_says_how_the_candidate_stood_still_while_the_reference_was_timed():
             "not stopped: no freezer on this host (a development host; speedups not to be trusted)",
         )
     ]
+
+
+def test_it_names_the_sandbox_that_ran_bundle_code_none_included():
+    label = "Bundle code's sandbox"
+    assert environment_facts({"sandbox": "bubblewrap"}) == [
+        Fact(label, "bubblewrap (its own namespaces, read-only host files, a system-call filter)")
+    ]
+    assert environment_facts({"sandbox": None}) == [
+        Fact(label, "none (a development host: bundle code ran as the worker's processes do)")
+    ]
