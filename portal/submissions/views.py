@@ -78,7 +78,9 @@ def _mode_choices(quota: SubmissionQuota) -> list[dict]:
 
 
 def _visible_submission(request: HttpRequest, pk: int) -> Submission:
-    queryset = Submission.objects.visible_to(request.user).select_related("team", "user")
+    queryset = Submission.objects.visible_to(request.user).select_related(
+        "team", "user", "entry_sample__entry"
+    )
     return get_object_or_404(queryset, pk=pk)
 
 

@@ -209,6 +209,10 @@ class HistoryEntry:
     planned: int
     passed: int
     mode: str = Submission.Mode.RANKED
+    # An entry's sample: its entry and number, shown instead of the mode.
+    entry_name: str | None = None
+    entry_slug: str | None = None
+    sample_number: int | None = None
 
     @property
     def is_ranked(self) -> bool:
@@ -237,11 +241,12 @@ def team_history(*, team: Team, viewer: Any = None, limit: int = 50) -> list[His
             passed=Count("results", filter=Q(results__status=ProblemResult.Status.PASSED))
         )
         .values_list(
-            "id", "created_at", "finished_at", "status", "profile", "problems", "passed", "mode"
+            "id", "created_at", "finished_at", "status", "profile", "problems", "passed", "mode",
+            "entry_sample__entry__name", "entry_sample__entry__slug", "entry_sample__number",
         )
         .order_by("-created_at", "-id")[:limit]
-    )
+    )  # fmt: skip
     return [
-        HistoryEntry(sid, created, finished, status, profile, len(planned or []), passed, mode)
-        for sid, created, finished, status, profile, planned, passed, mode in rows
+        HistoryEntry(sid, created, finished, status, profile, len(planned or []), passed, *rest)
+        for sid, created, finished, status, profile, planned, passed, *rest in rows
     ]
