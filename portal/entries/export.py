@@ -232,11 +232,12 @@ def counted_rows(*, profile: str, problem_ids: set[int]) -> Iterator[dict[str, A
         if c.team_id is not None
     ]
     problems = Problem.objects.in_bulk({c.problem_id for c in counted})
-    environments = dict(
-        Submission.objects.filter(pk__in={c.submission_id for c in counted}).values_list(
-            "pk", "environment"
-        )
-    )
+    submissions = {
+        pk: (environment, created)
+        for pk, environment, created in Submission.objects.filter(
+            pk__in={c.submission_id for c in counted}
+        ).values_list("pk", "environment", "created_at")
+    }
     code = _Code()
     for c in sorted(counted, key=lambda c: (c.team_slug, problems[c.problem_id].slug)):
         problem = problems[c.problem_id]
@@ -265,7 +266,8 @@ def counted_rows(*, profile: str, problem_ids: set[int]) -> Iterator[dict[str, A
             "run_count": c.run_count,
             "flags": "",
             "hardware_profile": profile,
-            **_environment(environments.get(c.submission_id) or {}),
+            **_environment(submissions[c.submission_id][0] or {}),
+            "submitted_at": submissions[c.submission_id][1],
             "finished_at": c.reached_at,
             "code": code.of(c.submission_id, problem.slug),
         }

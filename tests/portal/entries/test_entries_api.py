@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from portal.entries import export
 from portal.leaderboard import freshness
+from portal.submissions.models import Submission
 from tests.portal.api.conftest import token_client
 from tests.portal.bundles import solving, upload
 from tests.portal.entries.helpers import three_samples, wrong
@@ -181,6 +182,13 @@ def test_the_board_dataset_holds_attempts_and_counted_results_only(
     for private in ("7.77", "3.33", "secret-op", "tp-linear", "rank 1 differs", "charlie's"):
         assert private not in text
     assert all(r["code"] == "" for r in rows)  # no problem's solutions are public
+
+
+def test_counted_rows_say_when_their_submission_was_sent(api, charlies_private_results):
+    rows = read_csv(api.get("/api/leaderboard/dataset/csv/"))
+    (counted,) = [r for r in rows if r["row_kind"] == "counted"]
+    sent = Submission.objects.get(pk=counted["submission_id"]).created_at
+    assert counted["submitted_at"] == sent.astimezone(UTC).isoformat()
 
 
 def test_the_entry_dataset_in_parquet_carries_the_typed_columns(api, alice, entry):
