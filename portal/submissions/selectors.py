@@ -136,6 +136,8 @@ _FACT_LABELS = {
     "sandbox": "Bundle code's sandbox",
     "network_isolated": "Bundle code's network",
     "candidate_frozen": "Candidate while the reference is timed",
+    "candidate_user": "Bundle code's user",
+    "memory_cap_mb": "Memory cap",
 }
 _SHOWN_ELSEWHERE = {"gpu", "gpu_count", "backend", "world_size"}
 FACT_CAP_CHARS = 500
@@ -181,6 +183,8 @@ def _fact_value(key: str, value: Any) -> str:
         return (
             "not stopped: no freezer on this host (a development host; speedups not to be trusted)"
         )
+    if key == "memory_cap_mb" and isinstance(value, int | float):
+        return f"{value:g} MiB for the whole evaluation (a memory cgroup)"
     if key == "compile_s" and isinstance(value, int | float):
         return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
     return _text(value)
@@ -217,5 +221,6 @@ def environment_facts(environment: Any) -> list[Fact]:
             facts.append(Fact(label, _fact_value(key, env[key])))
     for key, value in env.items():
         if key not in _FACT_LABELS and key not in _SHOWN_ELSEWHERE:
-            facts.append(Fact(str(key), _text(value)))
+            # A key this page does not know yet still reads as words, not as a raw key.
+            facts.append(Fact(str(key).replace("_", " ").capitalize(), _text(value)))
     return facts

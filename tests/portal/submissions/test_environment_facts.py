@@ -18,9 +18,21 @@ def test_the_fingerprint_comes_in_the_order_hosts_are_compared():
     assert [f.label for f in facts] == ["GPUs", "Driver", "CUDA", "PyTorch", "NCCL", "Host"]
 
 
-def test_unknown_keys_are_shown_as_sent_and_empty_ones_dropped():
-    facts = environment_facts({"python": "3.12", "mig": {"enabled": False}, "cuda": None})
-    assert facts == [Fact("Python", "3.12"), Fact("mig", '{"enabled": false}')]
+def test_unknown_keys_read_as_words_and_empty_ones_are_dropped():
+    facts = environment_facts({"python": "3.12", "mig_mode": {"enabled": False}, "cuda": None})
+    assert facts == [Fact("Python", "3.12"), Fact("Mig mode", '{"enabled": false}')]
+
+
+def test_every_key_a_host_sends_has_a_label():
+    # What the evaluating process adds to the host's own facts (judge/evaluate.py).
+    facts = environment_facts(
+        {"memory_cap_mb": 16384, "candidate_user": "pkb-candidate", "compile_s": 1.25}
+    )
+    assert facts == [
+        Fact("Compile pass", "1.2 s (every solution imported once, in parallel, before timing)"),
+        Fact("Bundle code's user", "pkb-candidate"),
+        Fact("Memory cap", "16384 MiB for the whole evaluation (a memory cgroup)"),
+    ]
 
 
 def test_a_bare_bandwidth_number_reads_as_gbps():
