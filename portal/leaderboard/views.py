@@ -15,6 +15,7 @@ from portal.accounts.selectors import team_members
 from portal.leaderboard import charts
 from portal.leaderboard.selectors import Board, Row, leaderboard, team_history, team_standing
 from portal.problems.models import Category
+from portal.submissions import broker
 
 ROWS_PER_PAGE = 50
 
@@ -80,6 +81,9 @@ def home(request: HttpRequest) -> HttpResponse:
     board = leaderboard(profile=profile, category=category, prepare=_render_first_page, who=who)
     page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     here = {"profile": profile, "category": category, "who": who}
+    # A board whose hardware has no worker now gets no new results: its tab says so (one
+    # look at the broker; nothing said when the broker cannot say).
+    workers = broker.workers_connected(set(PROFILES))
     return render(
         request,
         "leaderboard/home.html",
@@ -89,7 +93,8 @@ def home(request: HttpRequest) -> HttpResponse:
             "rows": [_row_html(board, row) for row in page.object_list],
             "profile": PROFILES[profile],
             "profile_links": [
-                (p, _switch_query(**{**here, "profile": p.name})) for p in PROFILES.values()
+                (p, _switch_query(**{**here, "profile": p.name}), workers and not workers[p.name])
+                for p in PROFILES.values()
             ],
             "category_links": [
                 (Category(c), _switch_query(**{**here, "category": c}))

@@ -34,6 +34,8 @@ def test_the_docs_page_uses_the_sites_own_swagger_files(client):
     page = response.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in page
     assert reverse("api:schema") in page
+    # A way back to the site above the docs (issue 40).
+    assert 'id="back-to-site"' in page and f'href="{reverse("leaderboard:home")}"' in page
 
 
 def test_the_schema_is_read_only(client):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from evaluator.host import liveness
 from portal.leaderboard import kept
 from tests.portal.factories import ProblemResultFactory, TeamFactory
 from tests.portal.leaderboard.test_leaderboard_rows import flagged, submit
@@ -36,11 +37,13 @@ def test_it_renders_a_column_per_category_linked_to_its_board(client, ranked):
     assert 'title="fast_1 50%, solved 1 of 2, geomean 2.00×"' in page  # 2 collectives
 
 
-def test_the_scoring_rules_are_a_page_of_their_own_linked_above_the_table(client, ranked):
+def test_the_scoring_rules_are_a_page_of_their_own_linked_below_the_table(client, ranked):
     page = client.get(reverse("leaderboard:home")).content.decode()
     about = reverse("leaderboard:scoring")
     assert f'<a id="about-scoring" href="{about}">About scoring</a>' in page
-    assert page.index('id="about-scoring"') < page.index('id="leaderboard"')
+    # The board opens on its table; the paragraph that explains it follows it (issue 40).
+    assert page.index('id="leaderboard"') < page.index('class="board-intro')
+    assert page.index("</table>") < page.index('id="about-scoring"')
     response = client.get(about)
     assert response.status_code == 200
     assert "fast<sub>2</sub>" in response.content.decode()
@@ -50,7 +53,19 @@ def test_the_scoring_rules_are_a_page_of_their_own_linked_above_the_table(client
 def test_hardware_is_a_tab_row(client, ranked):
     page = client.get(reverse("leaderboard:home"), {"profile": "h200x4"}).content.decode()
     assert 'class="chip active" aria-current="page" data-profile="h200x4"' in page
-    assert '<a href="?" class="chip" data-profile="cpu">' in page
+    assert '<a href="?" class="chip" data-profile="cpu"' in page
+
+
+def test_a_hardware_tab_says_when_no_worker_is_connected(client, ranked, liveness_keys):
+    liveness.announce_worker(liveness_keys, profile="cpu", name="pkb-cpu@host-a")
+    page = client.get(reverse("leaderboard:home")).content.decode()
+    tabs = page[page.index('id="profile-switcher"') :]
+    tabs = tabs[: tabs.index("</nav>")]
+    h200 = tabs[tabs.index('data-profile="h200x4"') :]
+    h200 = h200[: h200.index("</a>")]
+    assert "no worker" in h200 and "No h200x4 worker is connected now" in h200
+    cpu = tabs[tabs.index('data-profile="cpu"') :]
+    assert "no worker" not in cpu[: cpu.index("</a>")]
 
 
 def test_only_cpu_boards_say_why_the_roofline_column_is_empty(client, ranked):
