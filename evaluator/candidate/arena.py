@@ -12,6 +12,7 @@ The judge imports this module for the format; a runner imports it to map the are
 
 from __future__ import annotations
 
+import ctypes
 import math
 import mmap
 import os
@@ -173,13 +174,42 @@ def call_inputs(base: torch.Tensor, layout: Mapping[str, Any]) -> dict[str, Any]
 # --- mapping an arena ------------------------------------------------------------------
 
 
-def open_cpu(fd: int, size: int) -> tuple[torch.Tensor, mmap.mmap]:
-    """A CPU arena from the memfd its judge passed over the pipe (the fd is closed)."""
+def open_cpu(fd: int, size: int) -> tuple[torch.Tensor, CpuMapping]:
+    """A CPU arena from the memfd its judge passed over the pipe (the fd is closed).
+
+    Mapped with libc's mmap, not Python's: `mmap.mmap` keeps a duplicate of the descriptor
+    for the mapping's life, and a sibling rank (the same user, the same pid namespace)
+    reopened it through /proc/<pid>/fd and read this rank's inputs (a red team did:
+    tests/redteam/test_review_attacks.py). This mapping holds no descriptor."""
     try:
-        mapped = mmap.mmap(fd, size)
+        mapping = CpuMapping(fd, size)
     finally:
         os.close(fd)
-    return torch.frombuffer(mapped, dtype=torch.uint8), mapped
+    return torch.frombuffer(mapping.buffer, dtype=torch.uint8), mapping
+
+
+class CpuMapping:
+    """A shared mapping of `size` bytes of `fd`, by address only. Never unmapped: a view
+    bundle code kept of an arena the judge replaced (it grew; rare) reads the old bytes
+    rather than faulting, as with Python's mmap, which a live view keeps open."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED
+        addr = _libc().mmap(None, size, prot, flags, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            error = ctypes.get_errno()
+            raise OSError(error, f"mapping the arena failed: {os.strerror(error)}")
+        self.buffer = (ctypes.c_uint8 * size).from_address(addr)
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long
+    ]  # fmt: skip
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
 
 
 def open_cuda(fd: int, size: int, device: int) -> Any:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import mmap
 import os
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from evaluator.candidate import vmm
+from evaluator.candidate.arena import CpuMapping
 from evaluator.rank_process import wait_readable
 
 MAX_REPLY_BYTES = 1024 * 1024
@@ -67,6 +67,8 @@ class RunnerLink:
         """The arena, at least `nbytes` large, mapped by the runner."""
         if self.size < nbytes:
             self._allocate(max(nbytes, 2 * self.size, MIN_ARENA_BYTES))
+        elif not self.exported and not self.cuda and self.memory is None:
+            self._allocate(self.size)  # a new runner: its memfd was closed at the export
         if not self.exported:
             self._export()
         assert self.base is not None
@@ -84,11 +86,18 @@ class RunnerLink:
             os.close(self.memory)
         self.memory = os.memfd_create("pkb-arena", os.MFD_CLOEXEC)
         os.ftruncate(self.memory, nbytes)
-        self.base = torch.frombuffer(mmap.mmap(self.memory, nbytes), dtype=torch.uint8)
+        mapping = CpuMapping(self.memory, nbytes)  # holds no descriptor (arena.py)
+        self.base = torch.frombuffer(mapping.buffer, dtype=torch.uint8)
 
     def _export(self) -> None:
+        """The arena to the runner. A CPU arena's memfd is closed once sent: the judge
+        keeps its mapping only, so no descriptor of it is left in the judge for bundle
+        code to reopen through /proc/<pid>/fd (a red team did, on a test host, and read
+        the other rank's inputs: tests/redteam/test_review_attacks.py)."""
         kind = "cuda" if self.cuda else "cpu"
-        fd = self.memory.export() if self.cuda else os.dup(self.memory)
+        fd = self.memory.export() if self.cuda else self.memory
+        if not self.cuda:
+            self.memory = None
         try:
             answer = self.command("arena", {"kind": kind, "size": self.size}, fd=fd)
         finally:

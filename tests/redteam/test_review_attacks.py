@@ -263,14 +263,9 @@ def test_a_report_sent_before_the_work_is_done_is_a_wrong_answer(judged):
     _caught(judged, "rv-early-report")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bundle code lists /proc/<pid>/fd of the other processes it can see, finds a "
-    "'memfd:pkb-arena' link and re-opens it (open(/proc/<pid>/fd/N), no pidfd_getfd, "
-    "no ptrace), maps it, and after a dist.barrier() reads the other rank's input of "
-    "the current call at its own input's offset: it answers the all-reduce with no data "
-    "moved by any collective and PASSES (2026-11-29, gloo test host). The arena is not "
-    "'memory only this judge and this runner see'.",
-)
+# Bundle code listed /proc/<pid>/fd of the processes it could see, found a judge's
+# 'memfd:pkb-arena' and re-opened it (no pidfd_getfd, no ptrace), then read the other
+# rank's input of the current call: a counted pass with no data moved (2026-11-29, gloo
+# test host). Judges now close an arena's memfd once its runner has it (judge/link.py).
 def test_a_rank_cannot_open_another_processs_arena_through_proc(judged):
     _caught(judged, "rv-peer-arena")
