@@ -207,10 +207,10 @@ def mount_args(
     for name in REPOSITORY_PRIVATE:
         args += _covered(str(REPOSITORY / name))
     args += ["--bind", str(scratch), str(scratch)]
-    for folder in capped:
-        args += _tmpfs(str(folder), tmp_bytes, "0700")
-    for folder in readonly:
-        args += ["--ro-bind", str(folder), str(folder)]
+    for writable in capped:
+        args += _tmpfs(str(writable), tmp_bytes, "0700")
+    for fixed in readonly:
+        args += ["--ro-bind", str(fixed), str(fixed)]
     for extra in shared:
         args += ["--bind", str(extra), str(extra)]
     args += ["--remount-ro", "/"]

@@ -147,7 +147,10 @@ def _profile_timings(
                 f"{len(runs)} judged run{'s' if len(runs) > 1 else ''}",
             )
         elif case.name in bench:
-            case.ref_us, case.source = float(bench[case.name]["median_us"]), f"bench {BENCH_TABLES[profile.name][1]}"
+            case.ref_us, case.source = (
+                float(bench[case.name]["median_us"]),
+                f"bench {BENCH_TABLES[profile.name][1]}",
+            )
         if timings.bandwidth_gbps and case.bytes_moved is not None:
             case.floor_us = case.bytes_moved / timings.bandwidth_gbps / 1e3
         timings.cases.append(case)

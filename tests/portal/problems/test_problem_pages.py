@@ -8,7 +8,6 @@ from django.urls import reverse
 
 from portal.problems.timings import BENCH_TABLES
 from problems.registry import all_problems
-
 from tests.portal.factories import ProblemResultFactory, SubmissionFactory
 
 pytestmark = pytest.mark.django_db
@@ -272,7 +271,9 @@ def test_the_two_gpu_bench_table_times_every_demo_case_of_the_catalog_at_its_siz
     h200x4 table is still that date's: 4-GPU machines have not been lent since.)"""
     path, _ = BENCH_TABLES["h200x2"]
     table = json.loads((settings.BASE_DIR / path).read_text())
-    timed = {(r["slug"], r["case"], r["dtype"]): r["params"] for r in table["rows"] if r["median_us"]}
+    timed = {
+        (r["slug"], r["case"], r["dtype"]): r["params"] for r in table["rows"] if r["median_us"]
+    }
     world = table["world_size"]
     missing = [
         f"{p.slug} {c.name}"
