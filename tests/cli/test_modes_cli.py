@@ -93,6 +93,7 @@ def test_quota_shows_each_mode_and_a_full_one_refuses_with_when(
     capsys, as_alice, alice, team, bundle, settings
 ):
     settings.PKB_BENCHMARK_RUNS_PER_HOUR = 1
+    settings.PKB_MAX_ENTRIES_PER_TEAM = 5
     earlier = SubmissionFactory(team=team, user=alice, done=True, mode="benchmark")
     Submission.objects.filter(pk=earlier.pk).update(
         created_at=timezone.now() - timedelta(minutes=20)
@@ -101,6 +102,8 @@ def test_quota_shows_each_mode_and_a_full_one_refuses_with_when(
     assert code == 0
     assert "benchmark: 1 of 1 benchmark runs used in the last hour" in out
     assert "ranked: 0 of " in out and "ranked runs used in the last 24 hours" in out
+    # Entries share the team's budget, and pkb says how many the team may register.
+    assert "0 of 5 model or agent entries registered." in out
     assert "benchmark: Your team has used 1 of 1 benchmark runs in the last hour; next at" in err
     code, _, err = run(capsys, "submit", str(bundle), "--mode", "benchmark")
     assert code == 3
