@@ -29,7 +29,6 @@ from typing import Any
 
 from celery import Celery, bootsteps
 from celery.exceptions import Reject
-from celery.signals import worker_process_init
 from celery.worker import state as worker_state
 
 from evaluator.contract import EVALUATE_TASK, FINISHED_TASK, PORTAL_QUEUE
@@ -126,13 +125,20 @@ def evaluate(request_json: dict[str, Any]) -> None:
         owner=f"{socket.gethostname()}:{os.getpid()}",
         lease_s=VISIBILITY_TIMEOUT_S,
     )
-    finished = run_evaluation(
-        request_json,
-        settings=worker_settings(),
-        send=send_to_portal,
-        attempt=attempt,
-        heartbeat_s=HEARTBEAT_S,
-    )
+    # Here, for the task's length, not at worker_process_init: billiard installs its own
+    # SIGTERM handler (an exit) in the pool process after Celery's initializer has run,
+    # over whatever a worker_process_init receiver installed.
+    previous = signal.signal(signal.SIGTERM, _stop_with_the_group)
+    try:
+        finished = run_evaluation(
+            request_json,
+            settings=worker_settings(),
+            send=send_to_portal,
+            attempt=attempt,
+            heartbeat_s=HEARTBEAT_S,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if finished is None and _group_stopping.is_set():
         # Not acknowledged: the broker puts it back at the head of this profile's queue,
         # in this site's database, for the next worker.
@@ -154,11 +160,6 @@ def _stop_with_the_group(signum: int, frame: Any) -> None:
     _group_stopping.set()
     # From a thread: request_stop takes a lock that the interrupted code may hold.
     threading.Thread(target=request_stop, args=(GROUP_STOP_REASON,), daemon=True).start()
-
-
-@worker_process_init.connect
-def _on_pool_process_start(**_: Any) -> None:
-    signal.signal(signal.SIGTERM, _stop_with_the_group)
 
 
 class KeepMessagesVisible(bootsteps.StartStopStep):
