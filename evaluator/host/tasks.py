@@ -162,6 +162,20 @@ def _stop_with_the_group(signum: int, frame: Any) -> None:
     threading.Thread(target=request_stop, args=(GROUP_STOP_REASON,), daemon=True).start()
 
 
+class _GroupStopWithoutTraceback(logging.Filter):
+    """Celery logs every Reject with its traceback; this one is the expected way a stop
+    hands its message back, and its warning line says so in full."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, Reject) and exc.reason == GROUP_STOP_REASON:
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("celery.app.trace").addFilter(_GroupStopWithoutTraceback())
+
+
 class KeepMessagesVisible(bootsteps.StartStopStep):
     """In the worker's main process, every heartbeat: push back the visibility deadline of
     the messages it runs, and say that it serves its profile.
