@@ -94,6 +94,8 @@ class KnownQuery:
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if not hasattr(self, request.method.lower()):
+            return  # a method the view does not take is a 405 (dispatch says so), not a 400
         taken = set()
         if request.method in ("GET", "HEAD"):
             taken = set(self.query_parameters)
