@@ -149,13 +149,14 @@ def solution(x):
     return out
 """
 
-# Notes every import in a file of the working directory: which process, and what it saw.
+# Notes every import in a file of the folder @NOTES@ stands for (shared with the sandbox:
+# the bundle's own folder is read-only there): which process, and what it saw.
 RECORDS_IMPORT = """
 import json
 import os
 import torch.distributed as dist
 
-with open("imported-" + __name__, "a") as f:
+with open(os.path.join("@NOTES@", "imported-" + __name__), "a") as f:
     record = {
         "pid": os.getpid(),
         "ranked": dist.is_initialized(),
