@@ -26,10 +26,10 @@ def reachable_folder(name: str, *, candidates_write: bool = False) -> Iterator[P
     pytest session starts, which would cut bundle code (nobody, when the tests run as
     root) off from a folder below it in the middle of a run."""
     folder = Path(tempfile.mkdtemp(prefix=f"pkb-test-{name}-"))
-    folder.chmod(0o711)
-    identity = load_settings({}).candidate_user
-    if candidates_write and identity is not None:
-        os.chown(folder, identity.uid, identity.gid)
+    # Writable by all (sticky) rather than the candidate user's: a folder of that user's
+    # in /tmp is litter to any evaluation that began before it was made
+    # (host/cleanup.py, `remove_litter`), and was removed under a test mid-run.
+    folder.chmod(0o1777 if candidates_write else 0o711)
     try:
         yield folder
     finally:
