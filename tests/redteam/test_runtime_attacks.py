@@ -32,6 +32,10 @@ from tests.evaluator.archives import make_zip
 from tests.evaluator.scratch import noted_pid_running, reachable_folder
 from tests.redteam import attacks
 
+# Every attack is judged once, in the module's fixture, inside its first test's time: about
+# 350 s on a busy 2-core machine since calls are handed over one at a time.
+pytestmark = pytest.mark.timeout(900)
+
 TIMEOUT_S = 20
 REPO = Path(__file__).resolve().parents[2]
 LOG_CAP = 16 * 1024 * 1024
@@ -334,7 +338,9 @@ def test_a_root_only_secret_file_is_not_readable(evaluated, worker_env):
     r = result(evaluated, "read-secret-file")
     assert r.status == ProblemStatus.RUNTIME_ERROR, text(r)
     assert "secret probe done" in r.message and "READ" not in r.message, text(r)
-    assert "PermissionError" in r.message  # the file was found, and refused
+    # Not shown at all (the allowlisted sandbox leaves the repository's var/ out), or
+    # shown and refused by its permissions (a weaker sandbox): never read.
+    assert "secret probe done: []" in r.message or "PermissionError" in r.message, text(r)
 
 
 @AS_ROOT
