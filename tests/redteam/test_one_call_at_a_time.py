@@ -16,6 +16,9 @@ from evaluator.contract import ProblemStatus
 from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
+# Its fixture judges every bundle inside the first test's time (minutes on 2 busy cores).
+pytestmark = pytest.mark.timeout(900)
+
 # At a round's first call: every call's input of the round, through the runner's frame
 # (views of the arena), reduced with ONE all_reduce; each later call of the round returns
 # its slice. All data moves, but no call is a call any more.

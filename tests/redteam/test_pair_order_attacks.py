@@ -18,6 +18,9 @@ from evaluator.contract import ProblemStatus
 from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
+# Its fixture judges every bundle inside the first test's time (minutes on 2 busy cores).
+pytestmark = pytest.mark.timeout(900)
+
 # Settings below: 1 trial call, then pairs of a 2-call warm-up and a 3-call timed round.
 # The candidate makes 1 + (2 + 3) (settling pair) + (2 + 3) (first pair) calls before the
 # candidate-first pair.

@@ -23,6 +23,9 @@ from evaluator.contract import ProblemStatus
 from tests.evaluator.judging import judge_files, small_settings
 from tests.redteam import attacks
 
+# Its fixture judges every bundle inside the first test's time (minutes on 2 busy cores).
+pytestmark = pytest.mark.timeout(900)
+
 _FIND_RUNNER = """
 import gc
 from evaluator.candidate import runner as _runner_mod
