@@ -68,12 +68,15 @@ def start(setup: RankSetup, *, untrusted: bool) -> torch.device:
     """Everything before the first command; the rank's device."""
     os.setpgid(0, 0)  # first: from here on the parent can kill us and all we start
     die_with_parent()
+    # No /proc/<pid>/mem, maps or environ, and no ptrace, process_vm_readv or
+    # pidfd_getfd, for a process of the same user: judges hold the seeds and the
+    # reference's outputs; a candidate rank holds its arena and its pipe to its judge,
+    # which a sibling rank (same user, same pid namespace) must reach only through the
+    # problem's communication. The sandbox's filter refuses turning it back on.
+    sandbox.not_dumpable()
     if untrusted:
         scrub_environment(setup.env)
     else:
-        # Judges hold the seeds and the reference's outputs: no /proc/<pid>/mem or environ
-        # for bundle code.
-        sandbox.not_dumpable()
         os.environ.update(setup.env)
     if setup.log_path:
         cap = setup.limits.file_bytes if setup.limits is not None else 0

@@ -77,6 +77,7 @@ REFUSED_CALLS = (
     "pidfd_getfd", "process_madvise",
 )  # fmt: skip
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 # Run inside at every start: the harness a rank imports, by the finder the host's install
 # gives (an editable install's reaches the repository through no sys.path folder).
 HARNESS_CHECK = (
@@ -396,6 +397,14 @@ def seccomp_filter() -> None:
     for name in REFUSED_CALLS:
         with contextlib.suppress(OSError, ValueError, RuntimeError):
             refused.add_rule(seccomp.ERRNO(errno.EPERM), name)
+    # A rank makes itself not dumpable (rank_process.start); becoming dumpable again would
+    # open its memory and descriptors to its sibling ranks.
+    refused.add_rule(
+        seccomp.ERRNO(errno.EPERM),
+        "prctl",
+        seccomp.Arg(0, seccomp.EQ, _PR_SET_DUMPABLE),
+        seccomp.Arg(1, seccomp.NE, 0),
+    )
     refused.load()
 
 

@@ -11,7 +11,8 @@ followed by an honest solution judged right after on the same worker:
 - disk filling: /tmp, /dev/shm, TMPDIR and HOME are tmpfs of a capped size, the bundle's
   own folder is read-only;
 - /sys/fs/cgroup: empty;
-- the sibling rank's descriptors: pidfd_getfd refused;
+- the sibling rank's descriptors and memory: pidfd_getfd refused, /proc/<pid>/mem
+  refused (every rank is not dumpable), and no rank can make itself dumpable again;
 - a host whose sandbox cannot start judges nothing: a platform fault, saying why.
 """
 
@@ -128,6 +129,16 @@ def solution(x):
             got = libc.syscall(PIDFD_GETFD, pidfd, fd, 0)
             err = ctypes.get_errno()
             out.append(f"getfd {fd}: " + ("GOT" if got >= 0 else os.strerror(err)))
+    for pid in siblings:
+        try:
+            with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+                mem.seek(int(maps.readline().split("-")[0], 16))
+                mem.read(16)
+                out.append("mem: READ")
+        except OSError as exc:
+            out.append(f"mem: {exc.strerror}")
+    done = libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: open this rank to its sibling again
+    out.append("dumpable: " + ("SET" if done == 0 else os.strerror(ctypes.get_errno())))
     dist.barrier()  # both ranks probe while the other is alive
     raise RuntimeError(f"pidfd probe done: siblings {len(siblings)}: {out}")
 """
@@ -238,6 +249,9 @@ def test_bundle_code_sees_the_allowlist_alone(ghosts, portal_files, host_shm):
     pidfd = results["rt-pidfd"].message
     assert "pidfd probe done: siblings 1:" in pidfd, pidfd
     assert "GOT" not in pidfd and "Operation not permitted" in pidfd, pidfd
+    # Its memory: each rank is not dumpable, and cannot make itself so again.
+    assert "mem: READ" not in pidfd and "mem: Permission denied" in pidfd, pidfd
+    assert "dumpable: Operation not permitted" in pidfd, pidfd
 
 
 def test_a_host_whose_sandbox_cannot_start_judges_nothing_and_says_why():
