@@ -7,8 +7,6 @@ import argparse
 import getpass
 import sys
 
-from rich.table import Table
-
 from portal.cli import config
 from portal.cli.client import Client
 from portal.cli.commands import common
@@ -40,7 +38,7 @@ def _ask_token(url: str) -> str:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     client = common.client(args, need_token=True)
-    table = Table("profile", "hardware", "workers", box=None)
+    table = common.table("profile", "hardware", "workers", box=None)
     for offer in client.get("profiles/"):
         name = offer["name"] + (" (default)" if offer["is_default"] else "")
         table.add_row(name, offer["label"], offer["note"])

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
 from portal.cli.client import Client
 from portal.cli.commands import common
 from portal.cli.commands.common import EXIT_OK, fmt, out, speedup
@@ -21,7 +19,7 @@ WEIGHTED = (
 def cmd_problems(args: argparse.Namespace) -> int:
     client = common.client(args)
     problems = client.get("problems/")
-    table = Table("slug", "category", "title", "world sizes", box=None)
+    table = common.table("slug", "category", "title", "world sizes", box=None)
     for p in problems:
         sizes = ", ".join(str(w) for w in p["world_sizes"])
         table.add_row(p["slug"], p["category"], p["title"], sizes)
@@ -38,7 +36,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     # Counts beside shares: where problem weights make them differ, the shares say so (an
     # older site sends no "weighted", and its shares go unlabelled).
     weighted = " (weighted)" if board.get("weighted") else ""
-    table = Table(
+    table = common.table(
         "rank", "team", "solved", f"fast_1{weighted}", f"fast_2{weighted}", "geomean",
         "roofline",
         title=f"{scope}, profile {board['profile']}",
@@ -70,7 +68,7 @@ def _rank(row: dict) -> str:
 
 def _problem_board(client: Client, args: argparse.Namespace) -> int:
     board = client.get(f"leaderboard/problems/{args.problem}/", profile=args.profile)
-    table = Table(
+    table = common.table(
         "rank", "team", "speedup", "time", "reference", "roofline",
         title=f"{board['problem']}, profile {board['profile']}",
         caption=RULE,

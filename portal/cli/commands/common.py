@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Column, Table
 
 from evaluator.contract import ARTIFACT_CAP_BYTES, printable
 from portal.cli import config
@@ -40,6 +42,13 @@ def out() -> Console:
 
 def err() -> Console:
     return Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+
+def table(*headers: str, **options: Any) -> Table:
+    """A table whose cells fold in a narrow terminal: rich's default cuts a cell to an
+    ellipsis, and at 80 columns that took the upper end off every speedup's interval and
+    the tail off long problem slugs. Folded, every character shows, over more lines."""
+    return Table(*(Column(h, overflow="fold") for h in headers), **options)
 
 
 def client(args: argparse.Namespace, *, need_token: bool = False) -> Client:

@@ -104,7 +104,7 @@ def _share(value: float | None) -> str:
 def status_table(status: dict) -> Table:
     entry, scores = status["entry"], status["scores"]
     k = scores["k"]
-    table = Table(
+    table = common.table(
         "problem", "sent", "n", "c", "pass@1", f"pass@{k}", "fast_1@1", f"fast_1@{k}",
         title=f"{entry['name']} ({entry['kind']}), n={entry['samples_per_problem']} k={k}, "
         f"profile {status['profile']}",

@@ -44,7 +44,7 @@ def run_label(submission: dict) -> str:
 
 
 def _results_table(submission: dict) -> Table:
-    table = Table("problem", "status", "speedup", "time", "reference", "roofline", "message")
+    table = common.table("problem", "status", "speedup", "time", "reference", "roofline", "message")
     for r in submission["results"]:
         status = r["status"].replace("_", " ") + (" (flagged)" if r.get("flagged") else "")
         table.add_row(
@@ -72,7 +72,7 @@ def _outcome(submission: dict) -> int:
 
 def _artifacts_table(submission: dict) -> Table:
     title = f"Artifacts (save them with: pkb download {submission['id']})"
-    table = Table("artifact", "size", "note", title=title)
+    table = common.table("artifact", "size", "note", title=title)
     for a in submission["artifacts"]:
         size = file_size(a["size"]) + (CUT if a["truncated"] else "")
         name = a["name"] if a.get("url") else f"{a['name']} (file deleted)"
