@@ -33,14 +33,22 @@ WHO_PARAMETER = OpenApiParameter(
 
 
 class Pagination(LimitOffsetPagination):
-    """DRF's limit/offset, except that a value that is no whole number is a 400: DRF would
-    quietly read `offset=null` as 0 and `limit=x` as the default."""
+    """DRF's limit/offset, except that a value that is no whole number, or a limit above
+    max_limit, is a 400: DRF would quietly read `offset=null` as 0, `limit=x` as the
+    default and `limit=100000` as max_limit. Every API list is paginated with it (issue 51:
+    an unpaginated /api/entries/ sent every entry to every anonymous GET);
+    tests/portal/api/test_pagination.py holds the schema to that."""
 
     default_limit = 50
     max_limit = 200
 
     def get_limit(self, request: Request) -> int | None:
         _whole_number(request, self.limit_query_param, minimum=1)
+        asked = request.query_params.get(self.limit_query_param)
+        if asked is not None and int(asked) > self.max_limit:
+            raise ValidationError(
+                {self.limit_query_param: [f"at most {self.max_limit} items a page; asked {asked}."]}
+            )
         return super().get_limit(request)
 
     def get_offset(self, request: Request) -> int:
@@ -53,6 +61,11 @@ class Pagination(LimitOffsetPagination):
         for parameter in parameters:
             parameter["schema"]["minimum"] = minimum[parameter["name"]]
             parameter["description"] += f" Given at most once: {ONCE}"
+            if parameter["name"] == self.limit_query_param:
+                parameter["schema"]["maximum"] = self.max_limit
+                parameter["description"] += (
+                    f" {self.default_limit} when not given, at most {self.max_limit}."
+                )
         return parameters
 
 

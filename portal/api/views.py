@@ -46,6 +46,7 @@ class ProblemList(KnownQuery, generics.ListAPIView):
     """Published problems, in catalog order."""
 
     serializer_class = serializers.ProblemSerializer
+    pagination_class = Pagination
     queryset = Problem.objects.published().in_catalog_order()
 
 

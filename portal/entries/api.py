@@ -21,6 +21,7 @@ from portal.api.params import (
     PROFILE_PARAMETER,
     WHO_PARAMETER,
     KnownQuery,
+    Pagination,
     query_choice,
 )
 from portal.api.parsers import JSONParser
@@ -62,18 +63,25 @@ class EntryListCreate(KnownQuery, APIView):
     query_parameters = ("profile", "kind")
     parser_classes = [JSONParser]
     permission_classes = [permissions.IsAuthenticatedOrReadOnly]
+    pagination_class = Pagination
 
     @extend_schema(
         parameters=[PROFILE_PARAMETER, KIND_PARAMETER],
         responses={200: serializers.EntryListItemSerializer(many=True)},
-        summary="Model and agent entries with their pass@k scores, best pass@1 first",
+        summary="Model and agent entries with their pass@k scores, best pass@1 first, "
+        "a page at a time",
     )
     def get(self, request: Request) -> Response:
         kind = query_choice(request, "kind", Kind.values)
+        # The order is by score, known only once every entry is scored (three queries
+        # whatever their number); the page bounds what is serialized and sent.
         scored = entries_with_scores(profile=_profile(request), kind=kind)
-        data = [{"entry": e, "scores": s} for e, s in scored]
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(scored, request, view=self)
+        data = [{"entry": e, "scores": s} for e, s in page]
         context = {"request": request}
-        return Response(serializers.EntryListItemSerializer(data, many=True, context=context).data)
+        items = serializers.EntryListItemSerializer(data, many=True, context=context).data
+        return paginator.get_paginated_response(items)
 
     @extend_schema(
         request=serializers.EntrySerializer,

@@ -19,7 +19,7 @@ from portal.cli.commands import common
 from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_progress, evaluation_start
 from tests.portal.bundles import solving, zip_bundle
-from tests.portal.factories import ProblemResultFactory, SubmissionFactory
+from tests.portal.factories import ProblemFactory, ProblemResultFactory, SubmissionFactory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,6 +85,17 @@ def test_problems_lists_the_open_ones(capsys, site, problems):
     assert code == 0
     assert "all-reduce" in out and "Tensor-parallel linear" in out and "2, 4, 8" in out
     assert "secret-op" not in out
+
+
+def test_problems_lists_every_page_of_them(capsys, site, problems):
+    # The API answers 50 a page (issue 51); `pkb problems` reads them all.
+    for n in range(60):
+        ProblemFactory(slug=f"many-{n:03}")
+    code, out, _ = run(capsys, "problems")
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if line.strip().startswith("many-")]
+    assert sorted(listed) == [f"many-{n:03}" for n in range(60)]
+    assert "all-reduce" in out
 
 
 def finished_result(team, problem, speedup, **kwargs):

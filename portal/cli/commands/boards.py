@@ -18,7 +18,7 @@ WEIGHTED = (
 
 def cmd_problems(args: argparse.Namespace) -> int:
     client = common.client(args)
-    problems = client.get("problems/")
+    problems = client.get_all("problems/")
     table = common.table("slug", "category", "title", "world sizes", box=None)
     for p in problems:
         sizes = ", ".join(str(w) for w in p["world_sizes"])

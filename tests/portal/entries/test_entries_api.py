@@ -122,9 +122,9 @@ def test_the_entry_status_has_its_scores_per_problem(api, alice, entry):
 def test_the_entries_list_and_the_board_filter(api, alice, entry, charlie, charlie_team):
     three_samples(alice, entry)
     judged(team=charlie_team, user=charlie, speedup=1.2)
-    (listed,) = api.get("/api/entries/?kind=model").json()
+    (listed,) = api.get("/api/entries/?kind=model").json()["results"]
     assert listed["entry"]["slug"] == entry.slug
-    assert api.get("/api/entries/?kind=agent").json() == []
+    assert api.get("/api/entries/?kind=agent").json()["results"] == []
     models = api.get("/api/leaderboard/?who=models").json()["rows"]
     assert [(r["team"], r["entry"], r["entry_kind"]) for r in models if r["rank"]] == [
         ("Claude Kernels", "claude-kernels", "model")
