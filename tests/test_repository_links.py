@@ -52,3 +52,20 @@ def test_markdown_links_lead_to_files_of_the_repository():
             if not resolved.is_relative_to(REPO) or not resolved.exists():
                 broken.append(f"{path.relative_to(REPO)}: {target}")
     assert not broken, "\n".join(broken)
+
+
+def _commands(path: Path) -> list[str]:
+    """The Markdown file's indented command lines, without their trailing comments."""
+    lines = path.read_text().splitlines()
+    commands = (line.split("  #")[0].strip() for line in lines if line.startswith("    "))
+    return [" ".join(command.split()) for command in commands if command]
+
+
+def test_the_pytorch_examples_readme_gives_the_main_readmes_commands():
+    """The main README is the truth: every command the example's README gives is one it
+    gives, word for word (the example's once zipped with a `zip` program the README says a
+    new clone does without, into another file than the one it checks)."""
+    example = _commands(REPO / "examples" / "pytorch" / "README.md")
+    main = set(_commands(REPO / "README.md"))
+    assert example, "examples/pytorch/README.md gives no command"
+    assert [command for command in example if command not in main] == []
