@@ -25,5 +25,8 @@ os.environ.setdefault("PKB_RANK_WEAKER_SANDBOX", "cpu")
 
 
 @pytest.fixture(autouse=True)
-def _development_hosts_rank(settings):
-    settings.PKB_RANK_WEAKER_SANDBOX = ("cpu",)
+def _development_hosts_rank(request):
+    # Without pytest-django (a GPU host's image runs the evaluator's tests with
+    # `-p no:django`, and has no Django) there are no settings to set.
+    if request.config.pluginmanager.has_plugin("django"):
+        request.getfixturevalue("settings").PKB_RANK_WEAKER_SANDBOX = ("cpu",)
