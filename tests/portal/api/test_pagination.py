@@ -5,6 +5,8 @@ never more than MAX_LIMIT; a larger limit is a 400 that says the bound."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.urls import reverse
 
@@ -14,6 +16,7 @@ from tests.portal.factories import ProblemFactory
 
 pytestmark = pytest.mark.django_db
 
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 # Lists whose length the code fixes (the hardware profiles it knows), not the users.
@@ -28,6 +31,12 @@ def _register(user, count: int) -> None:
 
 def test_the_bounds_are_the_documented_ones():
     assert (Pagination.default_limit, Pagination.max_limit) == (DEFAULT_LIMIT, MAX_LIMIT)
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/security.md"])
+def test_the_docs_state_the_bounds(doc):
+    text = " ".join((REPO / doc).read_text().split())
+    assert f"{DEFAULT_LIMIT} items" in text and f"at most {MAX_LIMIT}" in text
 
 
 def test_the_entries_list_comes_in_pages(api, alice, problems, settings):
