@@ -4,7 +4,10 @@ refusal a 400 (API) or a form error (page) that says why, and nothing kept."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from portal.entries.models import Entry
 from portal.entries.services import NOTE_MAX
@@ -35,6 +38,17 @@ def test_the_api_refuses_unbounded_or_unsafe_text_with_the_reason(
     assert response.status_code == 400
     assert reason in str(response.json())
     assert not Entry.objects.exists()
+
+
+def test_the_dates_an_evaluation_can_have_end_at_2020_and_tomorrow(alice_api, problems):
+    """The range's edges: tomorrow is allowed for a client a time zone ahead of the site."""
+    today = timezone.localdate()
+    edges = {"2019-12-31": 400, "2020-01-01": 201, str(today + timedelta(days=1)): 201,
+             str(today + timedelta(days=2)): 400}  # fmt: skip
+    for i, (day, status) in enumerate(edges.items()):
+        body = {**GOOD, "name": f"Model {i}", "evaluated_on": day}
+        assert alice_api.post("/api/entries/", body, format="json").status_code == status, day
+    assert Entry.objects.count() == 2
 
 
 def test_a_note_on_several_lines_within_the_bound_is_kept(alice_api, problems):
