@@ -119,7 +119,15 @@ class SubmissionSummarySerializer(SubmissionLinksMixin, serializers.ModelSeriali
             "progress_done",
             "progress_total",
             "current_problem",
+            "progress_phase",
         ]
+        extra_kwargs = {
+            "progress_phase": {
+                "help_text": "What a running evaluation does now, as its host last said: "
+                "`compiling` (each solution imported once), `judging`, or empty (not started, "
+                "or a host that does not say)."
+            }
+        }
 
 
 class ArtifactSerializer(serializers.ModelSerializer):

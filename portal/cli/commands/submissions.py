@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from portal.cli.client import ApiError, Client
@@ -23,6 +23,13 @@ from portal.cli.commands.common import (
     speedup,
 )
 from portal.formats import duration_us, file_size
+
+# What `pkb status` says of a run that has judged nothing yet, as the page says it.
+STAGES = {
+    "queued": "queued: waiting for a host of its profile",
+    "starting": "starting: each solution is compiled next, then judged",
+    "compiling": "compiling: each solution is imported once, in parallel, before anything is timed",
+}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -101,14 +108,28 @@ def report(submission: dict) -> int:
     if submission["results"]:
         console.print(_results_table(submission))
     elif submission["status"] not in FINISHED:
-        done, total = submission["progress_done"], submission["progress_total"]
-        console.print(f"{done}/{total or len(submission['problems'])} problems evaluated")
+        stage, count = stage_of(submission)
+        console.print(f"{count} problems judged" if count else STAGES.get(stage, stage))
     if submission.get("artifacts"):
         console.print(_artifacts_table(submission))
         if any(a["name"].endswith(".trace.json") for a in submission["artifacts"]):
             console.print(TRACE_HELP)
     console.print(submission["html_url"])
     return _outcome(submission)
+
+
+def stage_of(submission: dict) -> tuple[str, str]:
+    """What the run does now, and its count of problems judged once there is one. A run
+    its host has not reported on, or one compiling, has judged nothing yet: its count
+    read "0/8" before it said it compiled (issue 40). An older site sends no phase."""
+    status, total = submission["status"], submission["progress_total"]
+    if status != "running":
+        return status, ""
+    if submission.get("progress_phase") == "compiling":
+        return "compiling", ""
+    if not total:
+        return "starting", ""
+    return "judging", f"{submission['progress_done']}/{total}"
 
 
 def _poll(client: Client, sid: int) -> dict:
@@ -125,24 +146,30 @@ def follow(client: Client, sid: int, *, poll: float) -> dict:
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.fields[count]}"),
         TextColumn("{task.fields[current]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err(), transient=False) as progress:
-        task = progress.add_task("queued", total=None, current="")
+        task = progress.add_task("queued", total=None, current="", count="")
         while True:
             submission = _poll(client, sid)
-            total = submission["progress_total"] or len(submission["problems"])
+            stage, count = stage_of(submission)
+            # No total until the host counts: the bar pulses instead of reading 0 of 8.
+            total = submission["progress_total"] if count else None
             progress.update(
                 task,
-                description=submission["status"],
+                description=stage,
                 total=total,
                 completed=submission["progress_done"],
                 current=submission["current_problem"],
+                count=count,
             )
             if submission["status"] in FINISHED:
                 if submission["status"] == "done":
-                    progress.update(task, completed=total, current="")
+                    total = submission["progress_total"] or len(submission["problems"])
+                    progress.update(
+                        task, total=total, completed=total, current="", count=f"{total}/{total}"
+                    )
                 return submission
             common.sleep(poll)
