@@ -30,7 +30,6 @@ import pytest
 
 from evaluator.contract import EvaluationOutcome, EvaluationRequest, ProblemStatus
 from evaluator.host.profiles import get_profile
-from evaluator.host.run import run_evaluation
 from evaluator.judge.confinement import SANDBOX_FAULT
 from tests.evaluator.archives import make_zip
 from tests.evaluator.judging import judge_files, small_settings
@@ -257,6 +256,10 @@ def test_bundle_code_sees_the_allowlist_alone(ghosts, portal_files, host_shm):
 def test_a_host_whose_sandbox_cannot_start_judges_nothing_and_says_why():
     """A platform fault (a FAILED outcome: not charged), never a weaker sandbox and never
     the team's compile error: here a folder the settings bind is missing."""
+    # Here, not at the top: the worker's module needs redis, which a GPU image running
+    # this folder's GPU tests does not have.
+    from evaluator.host.run import run_evaluation
+
     with reachable_folder("allowlist-closed") as scratch_dir:
         settings = small_settings(
             "allowlist-secret-0123456789",
