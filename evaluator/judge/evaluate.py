@@ -88,6 +88,7 @@ def evaluate_bundle(
     if mode == Mode.PROFILE:
         profiling.check_case_name(catalog, slugs, profile_case)
     _check_host(profile)
+    started = time.monotonic()
     environment = environment_fingerprint(profile)
     identity = settings.candidate_user
     settings.scratch_dir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +167,8 @@ def evaluate_bundle(
         runnable = [run for run in runs if not run.why_not_run()]
         _plan_profiles(runs, runnable, profile_case, profile.world_size)
         began = time.monotonic()
+        # Scratch folder, cgroups, the container, the reference's box, the bundle written.
+        environment["sandbox_start_s"] = round(began - started, 3)
         failures = import_solutions(
             {run.filename: run.module for run in runnable},
             folder=scratch / "bundle",
@@ -198,6 +201,7 @@ def evaluate_bundle(
                     on_artifact(artifact)
         if on_progress:
             on_progress(len(runs), len(runs), "")
+        environment["pool_starts_s"] = list(pools.starts_s)
         return results, environment
     finally:
         pools.stop()

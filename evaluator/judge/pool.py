@@ -113,6 +113,7 @@ class RankPools:
             self.candidate.thaw = functools.partial(freezers.thaw, "candidate")
         self.generation = 0
         self.step = 0
+        self.starts_s: list[float] = []  # each start of the pools (all three, or candidates)
         stopping.register(self)
 
     @property
@@ -124,11 +125,16 @@ class RankPools:
 
     def ensure_started(self) -> None:
         stopping.raise_if_stopped()
+        began = time.monotonic()
         if not self.judge.procs:
             self.kill()
             self._start(trusted=True)
         elif not self.candidate.procs:
             self._start(trusted=False)
+        else:
+            return
+        # What `python -m evaluator.tools.turnaround` shows as pool start (issue 46).
+        self.starts_s.append(round(time.monotonic() - began, 3))
 
     def _start(self, *, trusted: bool) -> None:
         """Start the candidates, and with `trusted` the judges and the reference's runners
