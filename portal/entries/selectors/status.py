@@ -65,6 +65,7 @@ class SampleLine:
     progress_total: int
     created_at: datetime
     finished_at: datetime | None
+    stage: str = ""  # a running sample's, for its page: _stage
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,23 @@ def _sample_lines(
                 progress_total=sub.planned_count,
                 created_at=sub.created_at,
                 finished_at=sub.finished_at,
+                stage=_stage(sub),
             )
         )
     return lines
+
+
+def _stage(sub: Submission) -> str:
+    """What a running sample does now, as the submission's page says: starting until its
+    host reports, compiling, then its count; a count from the start read "0 / 8" before
+    anything was compiled (issue 40)."""
+    if sub.status != Submission.Status.RUNNING:
+        return ""
+    if sub.progress_phase == Submission.Phase.COMPILING:
+        return "compiling"
+    if not sub.progress_total:
+        return "starting"
+    return f"{sub.progress_done} / {sub.progress_total} judged"
 
 
 def entry_status(
