@@ -73,3 +73,29 @@ def test_hardware_is_a_tab_row_and_the_cpu_board_says_why_roofline_is_empty(page
     page.wait_for_url("**/?profile=h200x4")
     assert page.locator("#profile-switcher [aria-current=page]").inner_text().startswith("4x H200")
     assert page.locator("#roofline-note").count() == 0
+
+
+def _luminance(rgb: str) -> float:
+    """WCAG's relative luminance of a computed `rgb(r, g, b)` colour."""
+    channels = [int(c) / 255 for c in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(foreground: str, background: str) -> float:
+    light, dark = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_every_hardware_tabs_no_worker_note_is_readable(phone, full_board):
+    """No worker is connected in this test, so each tab says so; on the selected tab the
+    note was grey on the accent blue (about 1:1, unreadable in the screenshots)."""
+    phone.goto("/")
+    notes = phone.locator("#profile-switcher .chip .no-worker")
+    assert notes.count() >= 2
+    for i in range(notes.count()):
+        colours = notes.nth(i).evaluate(
+            "note => [getComputedStyle(note).color,"
+            " getComputedStyle(note.closest('.chip')).backgroundColor]"
+        )
+        assert _contrast(*colours) >= 4.5, colours  # WCAG AA for text
