@@ -75,6 +75,12 @@ class EvaluationOutcome(enum.StrEnum):
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
 
 
+# What a FAILED outcome's reason holds when the host could not confine bundle code as its
+# settings require (evaluator/judge/confinement.py): a fault of that host alone, so the
+# portal queues the bundle again for another worker, and the host's canary holds its work.
+SANDBOX_FAULT = "this host's sandbox cannot start"
+
+
 def _check_version(data: Any, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ContractError(f"{kind}: expected a JSON object, got {type(data).__name__}")

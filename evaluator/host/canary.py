@@ -25,6 +25,7 @@ reading goes to `pkb:canary:<profile>:<worker>` (liveness.py) and to the log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -42,11 +43,11 @@ from typing import Any, Protocol
 from celery import bootsteps
 from celery.worker import state as worker_state
 
+from evaluator.contract import SANDBOX_FAULT
 from evaluator.host import liveness
 from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings, env_float, env_int
 from evaluator.judge.canary import default_tolerance
-from evaluator.judge.confinement import SANDBOX_FAULT
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class Watch:
         if self.child is not None:
             self._poll()
             return
+        if fault_marked(self.scratch_dir):
+            self.due = min(self.due, time.monotonic())  # read now: hold before more work
         if time.monotonic() < self.due or self.gate is None:
             return
         if not self.paused:
@@ -289,6 +292,29 @@ class Watch:
         except liveness.ERRORS as exc:
             # The decision is this worker's own; the portal merely shows no reading.
             log.warning("cannot publish the canary's reading: %s", exc)
+
+
+# Left in the worker's scratch folder by an evaluation that met a sandbox fault (the task
+# runs in a pool process; the watch, in the worker's main one, reads it at its next tick).
+FAULT_MARK = "sandbox-fault"
+
+
+def mark_fault(scratch_dir: Path) -> None:
+    """An evaluation here met a sandbox fault: the canary reads at once, and holds all
+    work while the fault lasts, instead of at its next interval (evaluations in between
+    would each be a platform fault)."""
+    with contextlib.suppress(OSError):
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+        (scratch_dir / FAULT_MARK).touch()
+
+
+def fault_marked(scratch_dir: Path) -> bool:
+    """Whether an evaluation left the mark since the last tick (it is taken away)."""
+    try:
+        (scratch_dir / FAULT_MARK).unlink()
+    except OSError:
+        return False
+    return True
 
 
 def sandbox_fault(reading: Mapping[str, Any]) -> bool:

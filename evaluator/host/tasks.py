@@ -31,14 +31,14 @@ from celery import Celery, bootsteps
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
-from evaluator.contract import EVALUATE_TASK, FINISHED_TASK, PORTAL_QUEUE
+from evaluator.contract import EVALUATE_TASK, FINISHED_TASK, PORTAL_QUEUE, SANDBOX_FAULT
 from evaluator.host import canary, liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import get_profile
 from evaluator.host.run import evaluation_id_of, run_evaluation
 from evaluator.host.sandbox import SandboxError
 from evaluator.host.settings import Settings, load_settings, redis_url
-from evaluator.judge.confinement import SANDBOX_FAULT, check_sandbox
+from evaluator.judge.confinement import check_sandbox
 from evaluator.judge.stopping import EvaluationStopped, request_stop
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,8 @@ def evaluate(request_json: dict[str, Any]) -> None:
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if finished is not None and SANDBOX_FAULT in str(finished.get("reason") or ""):
+        canary.mark_fault(worker_settings().scratch_dir)
     if finished is None and _group_stopping.is_set():
         # Not acknowledged: the broker puts it back at the head of this profile's queue,
         # in this site's database, for the next worker.

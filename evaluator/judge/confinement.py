@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from evaluator.contract import SANDBOX_FAULT
 from evaluator.host import bubblewrap, cgroups, sandbox
 from evaluator.host.settings import Settings
 from evaluator.rank_process import NO_MULTICAST
@@ -148,9 +149,6 @@ def close_cgroups(
         memory.close()
 
 
-# How a sandbox fault's message begins: the canary's reading of a host whose sandbox cannot
-# start says so (host/canary.py), and the host stops taking work of any kind.
-SANDBOX_FAULT = "this host's sandbox cannot start"
 
 
 def start_sandbox(

@@ -11,10 +11,10 @@ import logging
 
 import pytest
 
-from evaluator.contract import ProblemStatus
+from evaluator.contract import SANDBOX_FAULT, ProblemStatus
 from evaluator.host import bubblewrap, rlimits, sandbox
 from evaluator.host.settings import load_settings
-from evaluator.judge.confinement import SANDBOX_FAULT, check_cuda_inside, start_sandbox
+from evaluator.judge.confinement import check_cuda_inside, start_sandbox
 from tests.evaluator.judging import judge_files, small_settings
 from tests.evaluator.scratch import reachable_folder
 from tests.redteam import attacks

@@ -231,7 +231,7 @@ def test_canary_settings_fail_loudly():
 def test_a_host_whose_sandbox_cannot_start_takes_no_work_of_any_kind_and_says_why(broker, tmp_path):
     """Not a clock out of bounds (unranked work would go on): every evaluation would be a
     platform fault, so both queues stop, at once (no retake), and the reading says why."""
-    from evaluator.judge.confinement import SANDBOX_FAULT
+    from evaluator.contract import SANDBOX_FAULT
 
     watch = canary.Watch(
         plan=canary.CanaryPlan(interval_s=1800, recheck_s=300, tolerance=0.5),
@@ -250,3 +250,28 @@ def test_a_host_whose_sandbox_cannot_start_takes_no_work_of_any_kind_and_says_wh
     assert stored["in_bounds"] is False and SANDBOX_FAULT in stored["error"]
     watch.conclude(Reading([CaseReading("n=16384", 1.01, 0.9, 1.1, 8)], 0.5).to_json())
     assert gate.calls[-1] == "resume ranked" and not watch.paused
+
+
+def test_an_evaluation_that_met_a_sandbox_fault_has_the_canary_read_at_once(broker, tmp_path):
+    """Issue 50: the worker holds its work after the first such evaluation, not at the
+    canary's next interval (each evaluation in between would fail the same way)."""
+    from evaluator.contract import SANDBOX_FAULT
+
+    watch = canary.Watch(
+        plan=canary.CanaryPlan(interval_s=1800, recheck_s=300, tolerance=0.5),
+        profile=get_profile("cpu"),
+        worker="pkb-cpu@host-4",
+        broker=lambda: broker,
+        scratch_dir=tmp_path,
+        is_busy=lambda: True,  # the evaluation that met the fault has not ended yet
+    )
+    watch.paused, watch.ranked, watch.due = False, True, time.monotonic() + 1800
+    gate = RecordingGate()
+    watch.attach(gate)
+    canary.mark_fault(tmp_path)
+    watch.tick()
+    assert gate.calls == ["resume ranked", "pause"] and watch.paused  # no new work
+    assert not canary.fault_marked(tmp_path)  # taken once
+    why = f"the evaluator failed: bundle code cannot be confined: {SANDBOX_FAULT} (bubblewrap)"
+    watch.conclude(Reading([], tolerance=0.5, error=why).to_json())
+    assert watch.paused and gate.calls[-1] == "pause"

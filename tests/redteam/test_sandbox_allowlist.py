@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.contract import EvaluationOutcome, EvaluationRequest, ProblemStatus
+from evaluator.contract import SANDBOX_FAULT, EvaluationOutcome, EvaluationRequest, ProblemStatus
 from evaluator.host.profiles import get_profile
-from evaluator.judge.confinement import SANDBOX_FAULT
 from tests.evaluator.archives import make_zip
 from tests.evaluator.judging import judge_files, small_settings
 from tests.evaluator.scratch import reachable_folder

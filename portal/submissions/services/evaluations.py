@@ -11,11 +11,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evaluator.contract import (
+    SANDBOX_FAULT,
     ContractError,
     EvaluationOutcome,
 )
@@ -39,6 +41,7 @@ from portal.submissions.services.reruns import (
     rerun_progress,
     rerun_start,
 )
+from portal.submissions.services.submissions import submission_requeue
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +197,26 @@ def _record(submission: Submission, reported: list[ReportedResult], *, now: date
     transaction.on_commit(lambda: submission_judged_mail(submission_id=submission.pk), robust=True)
 
 
+def _retried_elsewhere(eid: uuid.UUID, reason: str) -> bool:
+    """A host that could not confine bundle code judged nothing, through no fault of the
+    bundle or of the other hosts: the submission is queued again, as a new attempt, while
+    attempts are left (PKB_MAX_ATTEMPTS, as for a stalled host). That host's canary holds
+    its work meanwhile (evaluator/host/canary.py), so another worker of the profile takes
+    it. False when not such a fault or no attempt is left: the failure is recorded."""
+    if SANDBOX_FAULT not in reason:
+        return False
+    submission = Submission.objects.filter(
+        evaluation_id=eid, status__in=Submission.ACTIVE, attempts__lt=settings.PKB_MAX_ATTEMPTS
+    ).first()
+    if submission is None:
+        return False
+    why = (
+        f"Attempt {submission.attempts} met a host whose sandbox could not start "
+        f"({submission.host or 'unknown'}); queued again for another worker."
+    )
+    return submission_requeue(submission=submission, reason=why)
+
+
 def evaluation_finish(*, message: dict[str, Any]) -> bool:
     """RUNNING (or QUEUED) -> DONE or FAILED with every result and artifact, in one
     transaction.
@@ -217,6 +240,8 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
     # is a problem's result in a DONE outcome. So a FAILED outcome (a host of another
     # profile, the evaluator's exception, its time limit) is the platform's fault.
     platform_fault = outcome is EvaluationOutcome.FAILED
+    if platform_fault and _retried_elsewhere(eid, reason):
+        return True
     now = timezone.now()
     stored: list[str] = []
     try:

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluator.contract import EvaluationOutcome, ProblemStatus
+from evaluator.contract import SANDBOX_FAULT, EvaluationOutcome, ProblemStatus
 from evaluator.contract import ProblemResult as Reported
 from portal.submissions.models import Submission
 from portal.submissions.quotas import team_submission_quota
@@ -76,3 +76,35 @@ def test_its_page_and_the_api_say_so(client, team, alice):
     assert "not the bundle's: it does not count against the team's quota" in body
     api = client.get(reverse("api:submission", args=[submission.pk])).json()
     assert api["platform_fault"] is True
+
+
+SANDBOX_REASON = (
+    "the evaluator failed: bundle code cannot be confined: "
+    f"{SANDBOX_FAULT} (bubblewrap): bwrap did not start"
+)
+
+
+def test_a_host_whose_sandbox_cannot_start_sends_the_bundle_to_another_worker(team, alice):
+    """Issue 50: not charged, retried elsewhere; the old attempt's messages drop."""
+    submission = SubmissionFactory(team=team, user=alice, running=True, host="gpu-7")
+    old = submission.evaluation_id
+    assert finish(old, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+    submission.refresh_from_db()
+    assert submission.status == Submission.Status.QUEUED and submission.attempts == 2
+    assert submission.evaluation_id != old and not submission.platform_fault
+    assert "sandbox could not start (gpu-7); queued again" in submission.reason
+    assert not finish(old, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+
+
+def test_a_sandbox_fault_on_the_last_attempt_fails_free(team, alice):
+    submission = SubmissionFactory(team=team, user=alice, running=True, attempts=2)
+    assert finish(submission.evaluation_id, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+    assert_free(submission)
+    assert SANDBOX_FAULT in submission.reason
+
+
+def test_other_platform_faults_are_not_retried(team, alice):
+    """The evaluator's own error would meet every host alike: recorded, not retried."""
+    submission = SubmissionFactory(team=team, user=alice, running=True)
+    assert finish(submission.evaluation_id, outcome=EvaluationOutcome.FAILED, reason="x")
+    assert_free(submission)
