@@ -166,6 +166,8 @@ def evaluate_bundle(
         ]
         runnable = [run for run in runs if not run.why_not_run()]
         _plan_profiles(runs, runnable, profile_case, profile.world_size)
+        if runnable:
+            pools.warm_up()
         began = time.monotonic()
         # Scratch folder, cgroups, the container, the reference's box, the bundle written.
         environment["sandbox_start_s"] = round(began - started, 3)

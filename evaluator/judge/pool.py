@@ -123,6 +123,14 @@ class RankPools:
     def log_path(self, rank: int) -> Path:
         return self.logs / f"candidate-{rank}.log"
 
+    def warm_up(self) -> None:
+        """Start the server the judges fork from now, so that its imports (torch, the
+        catalog: seconds on a CPU host) overlap the compile pass. It is trusted code only
+        and outside the sandbox, as when the first pool start makes it (issue 46)."""
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
     def ensure_started(self) -> None:
         stopping.raise_if_stopped()
         began = time.monotonic()
