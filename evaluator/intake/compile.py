@@ -285,15 +285,17 @@ def _ended(status: int | None) -> str:
 
 def _stop(proc: Any, what: str) -> None:
     """Kill `proc` and its process group, and wait until no member of it is left."""
+    if proc.pid is None:
+        return  # it never started (the launcher could not run): nothing to kill
     # It made its own process group (its pid) first thing, or has not run yet and
     # started nothing: signal both.
     for send in (os.killpg, os.kill):
         try:
             send(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, TypeError):
+        except (ProcessLookupError, PermissionError):
             pass
     proc.join(KILL_VERIFY_S)
-    survivors = wait_groups_empty([proc.pid], KILL_VERIFY_S) if proc.pid else []
+    survivors = wait_groups_empty([proc.pid], KILL_VERIFY_S)
     if survivors:
         log.error("processes %s of %s survived SIGKILL", survivors, what)
 
