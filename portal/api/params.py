@@ -11,7 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.problems.models import Category
 
 PROFILE_PARAMETER = OpenApiParameter(

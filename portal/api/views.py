@@ -15,9 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluator.contract import ARTIFACT_MEDIA_TYPES
-from evaluator.host.profiles import PROFILES
-from evaluator.intake.bundle import did_you_mean
+from evaluator.face import ARTIFACT_MEDIA_TYPES, PROFILES, did_you_mean
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.api import serializers

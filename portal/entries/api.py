@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.api.params import (
     CATEGORY_PARAMETER,
     ERROR,

@@ -22,8 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.utils import timezone
 
-from evaluator.contract import spreadsheet_safe
-from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.face import BundleError, read_bundle, spreadsheet_safe
 from portal.entries.models import Entry
 from portal.entries.selectors import AttemptRow, entry_attempts, scope_of
 from portal.leaderboard.selectors import counted_query, counted_results

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from evaluator.intake.bundle import Bundle
+from evaluator.face import Bundle
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.entries.models import Entry, EntryAttempt, EntryBatch, EntrySample, Kind

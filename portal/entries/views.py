@@ -5,7 +5,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
-from evaluator.host.profiles import PROFILES, get_profile
+from evaluator.face import PROFILES, get_profile
 from portal.accounts.selectors import team_of
 from portal.entries import export
 from portal.entries.forms import EntryForm

@@ -25,7 +25,7 @@ from operator import attrgetter
 from django.db import connection, transaction
 from django.db.models import Q
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.leaderboard.models import KeptRow, StaleMark
 from portal.leaderboard.scoring import Solved, Totals
 from portal.leaderboard.selectors.counted import Counted, counted_query, counted_results

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_members
 from portal.leaderboard import charts

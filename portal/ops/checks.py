@@ -8,9 +8,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from evaluator.contract import PORTAL_QUEUE
-from evaluator.host import liveness
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PORTAL_QUEUE, PROFILES, liveness
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.ops import checks, selectors
 
 logger = logging.getLogger(__name__)

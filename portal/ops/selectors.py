@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.accounts.models import Team
 from portal.submissions.models import Rerun, Submission
 

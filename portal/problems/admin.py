@@ -4,7 +4,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.leaderboard.reruns import problem_rerun_top
 from portal.problems.models import Problem
 from portal.problems.services import normalise_newlines, problems_set_status

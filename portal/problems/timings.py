@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluator.host.profiles import PROFILES, HardwareProfile
+from evaluator.face import PROFILES, HardwareProfile
 from portal.problems.models import Problem
 from portal.submissions.models import ProblemResult, Submission
 

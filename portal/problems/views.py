@@ -9,7 +9,7 @@ from django.template.loader import get_template
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.accounts.selectors import team_of
 from portal.leaderboard import freshness
 from portal.leaderboard.selectors import problem_board

@@ -14,8 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from evaluator.contract import PORTAL_QUEUE
-from evaluator.host.profiles import DEFAULT_PROFILE, PROFILES
+from evaluator.face import DEFAULT_PROFILE, PORTAL_QUEUE, PROFILES
 from portal.settings.env import envbool, envint, envlist, envrate, envstr
 from portal.settings.judging import *  # noqa: F403  (liveness, quotas, entries, re-runs)
 from portal.settings.judging import (

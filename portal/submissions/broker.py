@@ -16,8 +16,7 @@ from collections.abc import Callable
 import redis
 from django.conf import settings
 
-from evaluator.contract import EVALUATE_TASK, EvaluationRequest
-from evaluator.host import liveness
+from evaluator.face import EVALUATE_TASK, EvaluationRequest, liveness
 from portal.celery import app
 
 logger = logging.getLogger(__name__)

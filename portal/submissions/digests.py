@@ -14,7 +14,7 @@ import ast
 import hashlib
 from typing import TYPE_CHECKING
 
-from evaluator.intake.bundle import Bundle, BundleError, read_bundle
+from evaluator.face import Bundle, BundleError, read_bundle
 
 if TYPE_CHECKING:
     from portal.submissions.models import Submission

@@ -18,8 +18,7 @@ from datetime import datetime
 from django.http import FileResponse, Http404
 from django.utils import timezone
 
-from evaluator.contract import is_artifact_name
-from evaluator.intake.bundle import BundleError, read_bundle
+from evaluator.face import BundleError, is_artifact_name, read_bundle
 from portal.problems.models import Problem
 from portal.submissions.models import Artifact, Submission
 

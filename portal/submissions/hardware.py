@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from evaluator.host.profiles import PROFILES, get_profile
+from evaluator.face import PROFILES, get_profile
 from portal.submissions import broker
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from evaluator.contract import (
+from evaluator.face import (
     FINISHED_TASK,
     PROGRESS_TASK,
     STARTED_TASK,

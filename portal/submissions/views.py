@@ -9,8 +9,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
-from evaluator.contract import ARTIFACT_CAP_BYTES
-from evaluator.host.profiles import get_profile
+from evaluator.face import ARTIFACT_CAP_BYTES, get_profile
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem
 from portal.submissions.downloads import Download, artifact_of, artifact_response, public_download

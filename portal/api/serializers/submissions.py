@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.urls import reverse
 from rest_framework import serializers
 
-from evaluator.contract import ARTIFACT_CAP_BYTES
-from evaluator.host.profiles import PROFILES
+from evaluator.face import ARTIFACT_CAP_BYTES, PROFILES
 from portal.api.serializers.common import INTERVAL_HELP, TIMES
 from portal.submissions.models import Artifact, ProblemResult, ResultRun, Submission
 

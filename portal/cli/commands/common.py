@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from evaluator.contract import ARTIFACT_CAP_BYTES, printable
+from evaluator.face import ARTIFACT_CAP_BYTES, printable
 from portal.cli import config
 from portal.cli.client import ApiError, Client
 

@@ -6,7 +6,7 @@ import uuid
 
 from django.db import models
 
-from evaluator.contract import ARTIFACT_MEDIA_TYPES
+from evaluator.face import ARTIFACT_MEDIA_TYPES
 from portal.submissions.models.submissions import Submission
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from evaluator.contract import ProblemStatus, ResultFlag
+from evaluator.face import ProblemStatus, ResultFlag
 from portal.problems.models import Problem
 from portal.submissions.models.submissions import Submission
 

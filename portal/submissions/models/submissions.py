@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from evaluator.contract import Mode, Phase, ProblemStatus
+from evaluator.face import Mode, Phase, ProblemStatus
 from portal.accounts.models import Team
 from portal.problems.models import Problem
 

@@ -16,8 +16,8 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.db import transaction
 
-from evaluator.contract import Artifact as Reported
-from evaluator.contract import ContractError, read_artifacts
+from evaluator.face import Artifact as Reported
+from evaluator.face import ContractError, read_artifacts
 from portal.submissions.models import Artifact, Submission
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluator.host.profiles import PROFILES
+from evaluator.face import PROFILES
 from portal.submissions.models import ProblemResult
 
 

@@ -16,12 +16,12 @@ from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from evaluator.contract import (
+from evaluator.face import (
     SANDBOX_FAULT,
     ContractError,
     EvaluationOutcome,
 )
-from evaluator.contract import (
+from evaluator.face import (
     ProblemResult as ReportedResult,
 )
 from portal.problems.models import Problem

@@ -10,8 +10,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from evaluator.contract import ContractError, cap_log
-from evaluator.contract import ProblemResult as ReportedResult
+from evaluator.face import ContractError, cap_log
+from evaluator.face import ProblemResult as ReportedResult
 from portal.submissions.models import ProblemResult
 
 MESSAGE_CAP_CHARS = 4000

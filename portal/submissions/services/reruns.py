@@ -23,9 +23,8 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from evaluator.contract import EvaluationOutcome, EvaluationRequest
-from evaluator.contract import ProblemResult as ReportedResult
-from evaluator.host.profiles import get_profile
+from evaluator.face import EvaluationOutcome, EvaluationRequest, get_profile
+from evaluator.face import ProblemResult as ReportedResult
 from portal.problems.models import Problem
 from portal.submissions import broker
 from portal.submissions.models import ProblemResult, Rerun, ResultRun, Submission

@@ -21,9 +21,7 @@ from typing import Any
 
 from django.db import transaction
 
-from evaluator.host.profiles import get_profile
-from evaluator.host.settings import default_run_spread
-from evaluator.judge.stats import geomean, speedup_interval
+from evaluator.face import default_run_spread, geomean, get_profile, speedup_interval
 from portal.submissions.models import ProblemResult, ResultRun
 from portal.submissions.services.reruns import result_aggregate
 

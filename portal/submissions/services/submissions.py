@@ -13,9 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluator.contract import EvaluationRequest, Mode
-from evaluator.host.profiles import get_profile
-from evaluator.intake.bundle import Bundle, BundleError, read_bundle
+from evaluator.face import Bundle, BundleError, EvaluationRequest, Mode, get_profile, read_bundle
 from portal.accounts.models import Team
 from portal.accounts.selectors import team_of
 from portal.problems.models import Problem

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from evaluator.host.profiles import get_profile
+from evaluator.face import get_profile
 from portal.submissions import broker
 from portal.submissions.models import Submission
 from portal.submissions.services.submissions import submission_requeue, submission_resend
