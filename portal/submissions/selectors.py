@@ -132,7 +132,9 @@ _FACT_LABELS = {
     "cpu": "CPU",
     "python": "Python",
     "hostname": "Host",
+    "sandbox_start_s": "Sandbox start",
     "compile_s": "Compile pass",
+    "pool_starts_s": "Rank processes' start",
     "sandbox": "Bundle code's sandbox",
     "network_isolated": "Bundle code's network",
     "candidate_frozen": "Candidate while the reference is timed",
@@ -187,7 +189,16 @@ def _fact_value(key: str, value: Any) -> str:
         return f"{value:g} MiB for the whole evaluation (a memory cgroup)"
     if key == "compile_s" and isinstance(value, int | float):
         return f"{value:.1f} s (every solution imported once, in parallel, before timing)"
+    if key == "sandbox_start_s" and isinstance(value, int | float):
+        return f"{value:.1f} s (scratch folder, cgroups and sandbox made, the bundle written)"
+    if key == "pool_starts_s" and _seconds(value):
+        starts = ", ".join(f"{v:.1f} s" for v in value)
+        return f"{starts} (each start of the rank processes: the first, then any restart)"
     return _text(value)
+
+
+def _seconds(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int | float) for v in value)
 
 
 def _hardware(env: dict[str, Any]) -> list[Fact]:

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from portal.submissions.selectors import Fact, environment_facts
+import re
+from pathlib import Path
+
+from portal.submissions.selectors import _FACT_LABELS, Fact, environment_facts
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_fingerprint_comes_in_the_order_hosts_are_compared():
@@ -83,3 +88,18 @@ def test_it_names_the_sandbox_that_ran_bundle_code_none_included():
     assert environment_facts({"sandbox": None}) == [
         Fact(label, "none (a development host: bundle code ran as the worker's processes do)")
     ]
+
+
+def test_every_key_the_evaluating_process_writes_has_a_label():
+    """Read from judge/evaluate.py itself: a key added there without a label here read as
+    "Pool starts s 16.495" on every page (issue 40, item 9)."""
+    source = (REPO / "evaluator" / "judge" / "evaluate.py").read_text()
+    written = set(re.findall(r'environment\["(\w+)"\]\s*=', source))
+    assert {"compile_s", "memory_cap_mb"} <= written  # the pattern still finds them
+    assert sorted(written - set(_FACT_LABELS)) == []
+
+
+def test_the_evaluations_start_times_read_as_seconds():
+    sandbox, pools = environment_facts({"sandbox_start_s": 0.461, "pool_starts_s": [16.495, 2.25]})
+    assert sandbox.label == "Sandbox start" and sandbox.value.startswith("0.5 s (")
+    assert pools.label == "Rank processes' start" and pools.value.startswith("16.5 s, 2.2 s (")
