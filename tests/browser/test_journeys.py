@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from portal.problems.services import problems_sync
+from portal.submissions.broker import worker_missing
 from problems import all_problems
 from problems.spec import Category
 from tests.evaluator.archives import make_zip
@@ -16,6 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch"
 JUDGED_WITHIN_MS = 300_000
+CONNECTED_WITHIN_S = 120.0
 
 
 def _sign_up(page, username: str) -> None:
@@ -26,6 +29,16 @@ def _sign_up(page, username: str) -> None:
     page.locator("#id_password2").fill("correct-horse-battery-9")
     page.get_by_role("button", name="Create account").click()
     page.get_by_text(username, exact=True).first.wait_for()
+
+
+def _worker_connected(profile: str) -> None:
+    """Until the evaluator worker has announced itself (it imports torch and checks its
+    sandbox first), as after `make run`: a team that submits sooner is told, rightly, that
+    no worker is connected, and the pages the screenshots keep said so."""
+    deadline = time.monotonic() + CONNECTED_WITHIN_S
+    while worker_missing(profile):
+        assert time.monotonic() < deadline, f"no {profile} worker announced itself"
+        time.sleep(0.2)
 
 
 def _bundle(tmp_path: Path) -> Path:
@@ -44,6 +57,7 @@ def test_a_new_team_uploads_watches_and_finds_itself_ranked(page, workers, tmp_p
     page.get_by_role("heading", name=re.compile("Alice's Kernels")).first.wait_for()
     screenshot("team")
 
+    _worker_connected("cpu")
     page.get_by_role("link", name="Submit", exact=True).click()
     screenshot("submit")
     page.locator("input[type=file]").set_input_files(str(_bundle(tmp_path)))

@@ -67,7 +67,7 @@ def test_a_problem_page_shows_the_bench_tables_reference_times_and_bounds(page, 
     assert "GB/s" in page.locator("#reference-times h3[data-profile='h200x4']").inner_text()
 
 
-def test_on_a_phone_no_problem_page_overflows(phone, catalog):
+def test_on_a_phone_no_problem_page_overflows(phone, catalog, phone_screenshot):
     from portal.problems.models import Problem
 
     wider = {}
@@ -76,6 +76,8 @@ def test_on_a_phone_no_problem_page_overflows(phone, catalog):
         if (extra := page_overflow(phone)) > 0:
             wider[slug] = extra
     assert not wider, f"wider than {PHONE['width']} px: {wider}"
+    phone.goto("/problems/all-reduce/")
+    phone_screenshot("problem-390")
     phone.goto("/problems/")
     phone.locator(".problem-card").first.wait_for()
     assert page_overflow(phone) <= 0
