@@ -71,6 +71,36 @@ class Pagination(LimitOffsetPagination):
 
 ONCE = "a parameter given more than once (`?limit=1&limit=2`) is a 400."
 
+# A board's rows in pages as every list is (`Pagination`'s bounds): a board holds a row for
+# every team and entry with a counted result, which nothing else bounds.
+ROW_PAGE_PARAMETERS = [
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": Pagination.max_limit},
+        description=f"Rows a page: {Pagination.default_limit} when not given, at most "
+        f"{Pagination.max_limit}. Given at most once: {ONCE}",
+    ),
+    OpenApiParameter(
+        "offset",
+        {"type": "integer", "minimum": 0},
+        description=f"Rows to skip. Given at most once: {ONCE}",
+    ),
+]
+
+
+def row_page(request: Request, rows: list) -> dict:
+    """One page of a board's rows and where it stands: `count` (every row), `limit`,
+    `offset`, read strictly as a paginated list's are."""
+    pages = Pagination()
+    limit = pages.get_limit(request) or Pagination.default_limit
+    offset = pages.get_offset(request)
+    return {
+        "rows": rows[offset : offset + limit],
+        "count": len(rows),
+        "limit": limit,
+        "offset": offset,
+    }
+
 
 def _single(request: Request, name: str) -> str | None:
     """The query parameter's one value. Given twice, Django would quietly take the last

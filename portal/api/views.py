@@ -24,11 +24,13 @@ from portal.api.params import (
     CATEGORY_PARAMETER,
     ERROR,
     PROFILE_PARAMETER,
+    ROW_PAGE_PARAMETERS,
     WHO,
     WHO_PARAMETER,
     KnownQuery,
     Pagination,
     query_choice,
+    row_page,
 )
 from portal.leaderboard.selectors import leaderboard, problem_board
 from portal.problems.models import Category, Problem
@@ -72,28 +74,30 @@ class ProblemDetail(KnownQuery, generics.RetrieveAPIView):
 
 
 class Leaderboard(KnownQuery, APIView):
-    query_parameters = ("profile", "category", "who")
+    query_parameters = ("profile", "category", "who", "limit", "offset")
 
     @extend_schema(
-        parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER],
+        parameters=[PROFILE_PARAMETER, CATEGORY_PARAMETER, WHO_PARAMETER, *ROW_PAGE_PARAMETERS],
         responses={200: serializers.BoardSerializer},
-        summary="Teams ranked overall, or within one category",
+        summary="Teams ranked overall, or within one category (a page of rows)",
     )
     def get(self, request: Request) -> Response:
         profile = query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
         category = query_choice(request, "category", Category.values)
         who = query_choice(request, "who", WHO) or "all"
         board = leaderboard(profile=profile, category=category, who=who)
-        return Response(serializers.BoardSerializer(board).data)
+        page = row_page(request, board.rows)
+        return Response(serializers.BoardSerializer({**vars(board), **page}).data)
 
 
 class ProblemLeaderboard(KnownQuery, APIView):
-    query_parameters = ("profile",)
+    query_parameters = ("profile", "limit", "offset")
 
     @extend_schema(
-        parameters=[PROFILE_PARAMETER],
+        parameters=[PROFILE_PARAMETER, *ROW_PAGE_PARAMETERS],
         responses={200: serializers.ProblemRankingSerializer, 404: ERROR},
-        summary="Teams ranked on one problem: best time, speedup and roofline fraction",
+        summary="Teams ranked on one problem: best time, speedup and roofline fraction "
+        "(a page of rows)",
     )
     def get(self, request: Request, slug: str) -> Response:
         profile = query_choice(request, "profile", PROFILES) or settings.PKB_SUBMISSION_PROFILE
@@ -102,7 +106,7 @@ class ProblemLeaderboard(KnownQuery, APIView):
         data = {
             "problem": problem.slug,
             "profile": profile,
-            "rows": board.ranking,
+            **row_page(request, board.ranking),
             "examples": board.examples,
         }
         context = {"request": request}

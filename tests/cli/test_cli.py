@@ -19,7 +19,12 @@ from portal.cli.commands import common
 from portal.submissions.models import Submission
 from portal.submissions.services import evaluation_finish, evaluation_progress, evaluation_start
 from tests.portal.bundles import solving, zip_bundle
-from tests.portal.factories import ProblemFactory, ProblemResultFactory, SubmissionFactory
+from tests.portal.factories import (
+    ProblemFactory,
+    ProblemResultFactory,
+    SubmissionFactory,
+    TeamFactory,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -383,3 +388,14 @@ def test_it_loads_neither_the_orm_nor_torch():
     modules = set(eval(done.stdout))  # a printed list of names
     assert "torch" not in modules and "django.db" not in modules
     assert not any(m.startswith(("django.db", "rest_framework")) for m in modules)
+
+
+def test_the_leaderboard_shows_every_page_of_rows(capsys, site, problems):
+    """The site sends a board's rows 50 a page; `pkb leaderboard` shows them all."""
+    for n in range(55):
+        team = TeamFactory(name=f"Team t{n:02}", slug=f"team-{n:02}")
+        finished_result(team, problems["all-reduce"], 1.0 + n / 100)
+    for argv in (["leaderboard"], ["leaderboard", "--problem", "all-reduce"]):
+        code, out, _ = run(capsys, *argv)
+        shown = {word for word in out.split() if word.startswith("t") and word[1:].isdigit()}
+        assert code == 0 and shown == {f"t{n:02}" for n in range(55)}, argv

@@ -9,6 +9,11 @@ from portal.api.serializers.common import REF_TIME_HELP, TIME_HELP
 from portal.leaderboard.scoring import RULE
 from portal.leaderboard.selectors import ExampleRow
 
+PAGE_HELP = (
+    "Rows in all; `rows` holds those from `offset`, at most `limit` of them (ask for the "
+    "next page with ?offset=offset+limit)."
+)
+
 
 class ScoreSerializer(serializers.Serializer):
     solved = serializers.IntegerField(
@@ -87,6 +92,9 @@ class BoardSerializer(serializers.Serializer):
         "by the problems' weights and no longer equal the counts (solved, faster) over total."
     )
     rows = RowSerializer(many=True, help_text=RULE)
+    count = serializers.IntegerField(help_text=PAGE_HELP)
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
 
 
 class _ProblemResultColumns(serializers.Serializer):
@@ -153,6 +161,9 @@ class ProblemRankingSerializer(serializers.Serializer):
     problem = serializers.CharField()
     profile = serializers.CharField()
     rows = ProblemRankingRowSerializer(many=True)
+    count = serializers.IntegerField(help_text=PAGE_HELP)
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
     examples = ProblemExampleRowSerializer(
         many=True,
         help_text="The example bundles' best results, fastest first; never ranked (like the "

@@ -31,7 +31,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     client = common.client(args)
     if args.problem:
         return _problem_board(client, args)
-    board = client.get("leaderboard/", category=args.category, profile=args.profile, who=args.who)
+    board = client.get_board(
+        "leaderboard/", category=args.category, profile=args.profile, who=args.who
+    )
     scope = board["category"] or "all categories"
     # Counts beside shares: where problem weights make them differ, the shares say so (an
     # older site sends no "weighted", and its shares go unlabelled).
@@ -67,7 +69,7 @@ def _rank(row: dict) -> str:
 
 
 def _problem_board(client: Client, args: argparse.Namespace) -> int:
-    board = client.get(f"leaderboard/problems/{args.problem}/", profile=args.profile)
+    board = client.get_board(f"leaderboard/problems/{args.problem}/", profile=args.profile)
     table = common.table(
         "rank", "team", "speedup", "time", "reference", "roofline",
         title=f"{board['problem']}, profile {board['profile']}",

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from portal.api.params import Pagination
 from portal.entries.services import entry_register
-from tests.portal.factories import ProblemFactory
+from tests.portal.factories import ProblemFactory, ProblemResultFactory, SubmissionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +81,25 @@ def test_every_list_the_schema_documents_is_paginated(api):
         if "$ref" in body and body["$ref"].split("/")[-1].startswith("Paginated"):
             limit = next(p for p in get["parameters"] if p["name"] == "limit")
             assert limit["schema"]["maximum"] == MAX_LIMIT, path
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [("api:leaderboard", {}), ("api:problem-leaderboard", {"slug": "all-reduce"})],
+)
+def test_a_boards_rows_come_in_pages(api, problems, team, charlie_team, name, kwargs):
+    """A board holds a row per team with a counted result: bounded as every list is."""
+    for who, speedup in ((team, 2.0), (charlie_team, 1.5)):
+        submission = SubmissionFactory(team=who, done=True, problems=["all-reduce"])
+        ProblemResultFactory(submission=submission, problem=problems["all-reduce"], speedup=speedup)
+    url = reverse(name, kwargs=kwargs)
+    whole = api.get(url).json()
+    teams = [r["team"] for r in whole["rows"]]
+    assert whole["limit"] == DEFAULT_LIMIT and whole["count"] == len(teams) >= 2
+    assert {"Alice's Kernels", "Charlie Ltd"} <= set(teams)
+    first = api.get(url, {"limit": "1"}).json()
+    assert (first["count"], first["limit"], first["offset"]) == (len(teams), 1, 0)
+    second = api.get(url, {"limit": "1", "offset": "1"}).json()
+    assert [r["team"] for r in first["rows"] + second["rows"]] == teams[:2]
+    refused = api.get(url, {"limit": str(MAX_LIMIT + 1)})
+    assert refused.status_code == 400 and f"at most {MAX_LIMIT}" in refused.content.decode()
