@@ -82,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = phases(sent, began=BEGAN, imported=imported, requested=requested)
     print(table(rows))
     finished = sent[-1][3] if sent else {}
+    # What each problem came to: a phase of 0.00 s is a problem that was not judged.
+    for result in finished.get("results") or []:
+        why = str(result.get("message") or "").splitlines()[:1]
+        print(
+            f"{result.get('slug')}: {result.get('status')}"
+            + (f" ({why[0][:160]})" if why else "")
+        )
     if finished.get("outcome") != "done":
         print(f"\nthe evaluation failed: {finished.get('reason', '?')}", file=sys.stderr)
         return 1
