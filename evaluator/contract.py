@@ -75,10 +75,14 @@ class EvaluationOutcome(enum.StrEnum):
     FAILED = "failed"  # the bundle could not be evaluated at all (reason says why)
 
 
-# What a FAILED outcome's reason holds when the host could not confine bundle code as its
-# settings require (evaluator/judge/confinement.py): a fault of that host alone, so the
-# portal queues the bundle again for another worker, and the host's canary holds its work.
+# How the host says it could not confine bundle code as its settings require
+# (evaluator/judge/confinement.py): in a FAILED outcome's reason and in the canary's
+# reading, for people; for programs, the finished message's "fault" (FAULT_SANDBOX), which
+# only that path sets, so no text of a bundle's can ask for it. A fault of that host
+# alone: the portal queues the bundle again for another worker, and the canary holds the
+# host's work.
 SANDBOX_FAULT = "this host's sandbox cannot start"
+FAULT_SANDBOX = "sandbox"
 
 
 def _check_version(data: Any, kind: str) -> dict[str, Any]:
@@ -283,8 +287,10 @@ def finished_message(
     results: list[ProblemResult] | None = None,
     environment: dict[str, Any] | None = None,
     artifacts: list[Artifact] | None = None,
+    fault: str = "",
 ) -> dict[str, Any]:
-    """ "artifacts" is an optional field of version 1 (read with `read_artifacts`)."""
+    """ "artifacts" and "fault" (a FAILED outcome's cause the portal acts on:
+    FAULT_SANDBOX) are optional fields of version 1 (read with `read_artifacts`)."""
     message: dict[str, Any] = {
         "version": CONTRACT_VERSION,
         "evaluation_id": evaluation_id,
@@ -295,6 +301,8 @@ def finished_message(
     }
     if artifacts:
         message["artifacts"] = [a.to_json() for a in artifacts]
+    if fault:
+        message["fault"] = fault
     return message
 
 

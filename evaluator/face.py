@@ -25,6 +25,7 @@ _HOMES = {
         "ARTIFACT_CAP_BYTES",
         "ARTIFACT_MEDIA_TYPES",
         "EVALUATE_TASK",
+        "FAULT_SANDBOX",
         "FINISHED_TASK",
         "PORTAL_QUEUE",
         "PROGRESS_TASK",

@@ -18,6 +18,7 @@ import redis.exceptions
 from kombu.exceptions import OperationalError
 
 from evaluator.contract import (
+    FAULT_SANDBOX,
     FINISHED_TASK,
     PROGRESS_TASK,
     STARTED_TASK,
@@ -38,6 +39,7 @@ from evaluator.host.profiles import HardwareProfile, get_profile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import BundleError, read_bundle
 from evaluator.judge.evaluate import evaluate_bundle
+from evaluator.judge.pool import SandboxFault
 from evaluator.judge.profiling import ProfileCaseError, within_budget
 from evaluator.judge.stopping import EvaluationStopped, clear_stop, raise_if_stopped, request_stop
 from problems.registry import all_problems
@@ -237,6 +239,9 @@ def _run(
         raise
     except ProfileCaseError as exc:  # refused before anything ran
         return _fail(send, evaluation_id, str(exc))
+    except SandboxFault as exc:  # this host's alone: the portal sends it to another
+        log.error("evaluation %s: %s", evaluation_id, exc)
+        return _fail(send, evaluation_id, f"the evaluator failed: {exc}", fault=FAULT_SANDBOX)
     except Exception as exc:  # a broken host, or Celery's soft time limit
         log.exception("evaluation %s failed", evaluation_id)
         return _fail(send, evaluation_id, f"the evaluator failed: {type(exc).__name__}: {exc}")
@@ -255,9 +260,9 @@ def evaluation_id_of(request_json: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _fail(send: Send, evaluation_id: str, reason: str) -> dict[str, Any]:
+def _fail(send: Send, evaluation_id: str, reason: str, *, fault: str = "") -> dict[str, Any]:
     log.warning("evaluation %s failed: %s", evaluation_id or "(no id)", reason)
-    return _finish(send, evaluation_id, EvaluationOutcome.FAILED, reason=reason)
+    return _finish(send, evaluation_id, EvaluationOutcome.FAILED, reason=reason, fault=fault)
 
 
 def _finish(
@@ -269,6 +274,7 @@ def _finish(
     results: list[ProblemResult] | None = None,
     env: dict[str, Any] | None = None,
     artifacts: list[Artifact] | None = None,
+    fault: str = "",
 ) -> dict[str, Any]:
     message = finished_message(
         evaluation_id=evaluation_id,
@@ -277,6 +283,7 @@ def _finish(
         results=results,
         environment=env,
         artifacts=artifacts,
+        fault=fault,
     )
     send(FINISHED_TASK, message)
     return message

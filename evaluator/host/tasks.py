@@ -31,7 +31,13 @@ from celery import Celery, bootsteps
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
-from evaluator.contract import EVALUATE_TASK, FINISHED_TASK, PORTAL_QUEUE, SANDBOX_FAULT
+from evaluator.contract import (
+    EVALUATE_TASK,
+    FAULT_SANDBOX,
+    FINISHED_TASK,
+    PORTAL_QUEUE,
+    SANDBOX_FAULT,
+)
 from evaluator.host import canary, liveness
 from evaluator.host.liveness import Attempt
 from evaluator.host.profiles import get_profile
@@ -139,7 +145,7 @@ def evaluate(request_json: dict[str, Any]) -> None:
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if finished is not None and SANDBOX_FAULT in str(finished.get("reason") or ""):
+    if finished is not None and finished.get("fault") == FAULT_SANDBOX:
         canary.mark_fault(worker_settings().scratch_dir)
     if finished is None and _group_stopping.is_set():
         # Not acknowledged: the broker puts it back at the head of this profile's queue,

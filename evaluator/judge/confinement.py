@@ -149,8 +149,6 @@ def close_cgroups(
         memory.close()
 
 
-
-
 def start_sandbox(
     folder: Path, settings: Settings, group: cgroups.EvaluationCgroup | None = None
 ) -> tuple[bubblewrap.Sandbox | sandbox.NetworkJail | None, str | None]:

@@ -36,7 +36,7 @@ from evaluator.judge.confinement import (
     start_sandbox,
 )
 from evaluator.judge.modes import ProfileRun, problem_run
-from evaluator.judge.pool import EvaluatorError, RankPools
+from evaluator.judge.pool import EvaluatorError, RankPools, SandboxFault
 from evaluator.judge.problem_run import ProblemRun
 from evaluator.judge.rank_pool import PoolTimeout, RankDied
 from problems.registry import all_problems
@@ -114,7 +114,7 @@ def evaluate_bundle(
     except sandbox.SandboxError as exc:
         shutil.rmtree(scratch, ignore_errors=True)
         close_cgroups(freezers, group)
-        raise EvaluatorError(f"bundle code cannot be confined: {exc}") from exc
+        raise SandboxFault(f"bundle code cannot be confined: {exc}") from exc
     environment["memory_cap_mb"] = (
         settings.evaluation_memory_bytes >> 20
         if group is not None and isinstance(jail, bubblewrap.Sandbox)

@@ -47,6 +47,10 @@ class EvaluatorError(RuntimeError):
     """The host cannot evaluate at all (no GPUs, ranks that never start): not the bundle's fault."""
 
 
+class SandboxFault(EvaluatorError):
+    """This host cannot confine bundle code as its settings require: its fault alone."""
+
+
 class PoolStartError(EvaluatorError):
     """Rank processes did not come up."""
 

@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in finished.get("results") or []:
         why = str(result.get("message") or "").splitlines()[:1]
         print(
-            f"{result.get('slug')}: {result.get('status')}"
-            + (f" ({why[0][:160]})" if why else "")
+            f"{result.get('slug')}: {result.get('status')}" + (f" ({why[0][:160]})" if why else "")
         )
     if finished.get("outcome") != "done":
         print(f"\nthe evaluation failed: {finished.get('reason', '?')}", file=sys.stderr)

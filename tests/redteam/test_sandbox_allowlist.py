@@ -28,7 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.contract import SANDBOX_FAULT, EvaluationOutcome, EvaluationRequest, ProblemStatus
+from evaluator.contract import (
+    FAULT_SANDBOX,
+    SANDBOX_FAULT,
+    EvaluationOutcome,
+    EvaluationRequest,
+    ProblemStatus,
+)
 from evaluator.host.profiles import get_profile
 from tests.evaluator.archives import make_zip
 from tests.evaluator.judging import judge_files, small_settings
@@ -284,3 +290,4 @@ def test_a_host_whose_sandbox_cannot_start_judges_nothing_and_says_why():
         )
     assert finished is not None and finished["outcome"] == EvaluationOutcome.FAILED.value
     assert SANDBOX_FAULT in finished["reason"] and not finished["results"], finished
+    assert finished["fault"] == FAULT_SANDBOX  # what the portal retries elsewhere on

@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evaluator.face import (
-    SANDBOX_FAULT,
+    FAULT_SANDBOX,
     ContractError,
     EvaluationOutcome,
 )
@@ -197,14 +197,13 @@ def _record(submission: Submission, reported: list[ReportedResult], *, now: date
     transaction.on_commit(lambda: submission_judged_mail(submission_id=submission.pk), robust=True)
 
 
-def _retried_elsewhere(eid: uuid.UUID, reason: str) -> bool:
-    """A host that could not confine bundle code judged nothing, through no fault of the
+def _retried_elsewhere(eid: uuid.UUID) -> bool:
+    """A host that could not confine bundle code (the message's "fault" says so; never its
+    reason's text, which may hold a bundle's) judged nothing, through no fault of the
     bundle or of the other hosts: the submission is queued again, as a new attempt, while
     attempts are left (PKB_MAX_ATTEMPTS, as for a stalled host). That host's canary holds
     its work meanwhile (evaluator/host/canary.py), so another worker of the profile takes
-    it. False when not such a fault or no attempt is left: the failure is recorded."""
-    if SANDBOX_FAULT not in reason:
-        return False
+    it. False when no attempt is left: the failure is recorded."""
     submission = Submission.objects.filter(
         evaluation_id=eid, status__in=Submission.ACTIVE, attempts__lt=settings.PKB_MAX_ATTEMPTS
     ).first()
@@ -240,7 +239,7 @@ def evaluation_finish(*, message: dict[str, Any]) -> bool:
     # is a problem's result in a DONE outcome. So a FAILED outcome (a host of another
     # profile, the evaluator's exception, its time limit) is the platform's fault.
     platform_fault = outcome is EvaluationOutcome.FAILED
-    if platform_fault and _retried_elsewhere(eid, reason):
+    if platform_fault and message.get("fault") == FAULT_SANDBOX and _retried_elsewhere(eid):
         return True
     now = timezone.now()
     stored: list[str] = []

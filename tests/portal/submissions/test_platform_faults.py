@@ -9,11 +9,17 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluator.contract import SANDBOX_FAULT, EvaluationOutcome, ProblemStatus
+from evaluator.contract import (
+    FAULT_SANDBOX,
+    SANDBOX_FAULT,
+    EvaluationOutcome,
+    ProblemStatus,
+    finished_message,
+)
 from evaluator.contract import ProblemResult as Reported
 from portal.submissions.models import Submission
 from portal.submissions.quotas import team_submission_quota
-from portal.submissions.services import submissions_sweep
+from portal.submissions.services import evaluation_finish, submissions_sweep
 from tests.portal.factories import SubmissionFactory
 from tests.portal.judging import finish
 
@@ -84,27 +90,40 @@ SANDBOX_REASON = (
 )
 
 
+def sandbox_fault(evaluation_id, *, fault=FAULT_SANDBOX, reason=SANDBOX_REASON) -> bool:
+    """The finished message of a host whose sandbox could not start, as run.py sends it."""
+    message = finished_message(
+        evaluation_id=str(evaluation_id),
+        outcome=EvaluationOutcome.FAILED,
+        reason=reason,
+        fault=fault,
+    )
+    return evaluation_finish(message=message)
+
+
 def test_a_host_whose_sandbox_cannot_start_sends_the_bundle_to_another_worker(team, alice):
     """Issue 50: not charged, retried elsewhere; the old attempt's messages drop."""
     submission = SubmissionFactory(team=team, user=alice, running=True, host="gpu-7")
     old = submission.evaluation_id
-    assert finish(old, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+    assert sandbox_fault(old)
     submission.refresh_from_db()
     assert submission.status == Submission.Status.QUEUED and submission.attempts == 2
     assert submission.evaluation_id != old and not submission.platform_fault
     assert "sandbox could not start (gpu-7); queued again" in submission.reason
-    assert not finish(old, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+    assert not sandbox_fault(old)
 
 
 def test_a_sandbox_fault_on_the_last_attempt_fails_free(team, alice):
     submission = SubmissionFactory(team=team, user=alice, running=True, attempts=2)
-    assert finish(submission.evaluation_id, outcome=EvaluationOutcome.FAILED, reason=SANDBOX_REASON)
+    assert sandbox_fault(submission.evaluation_id)
     assert_free(submission)
     assert SANDBOX_FAULT in submission.reason
 
 
-def test_other_platform_faults_are_not_retried(team, alice):
-    """The evaluator's own error would meet every host alike: recorded, not retried."""
+@pytest.mark.parametrize("reason", ["x", SANDBOX_REASON])
+def test_only_the_messages_fault_field_retries(team, alice, reason):
+    """Other platform faults (the evaluator's own error would meet every host alike), and a
+    reason that merely says the words (text a bundle may have put there), are recorded."""
     submission = SubmissionFactory(team=team, user=alice, running=True)
-    assert finish(submission.evaluation_id, outcome=EvaluationOutcome.FAILED, reason="x")
+    assert sandbox_fault(submission.evaluation_id, fault="", reason=reason)
     assert_free(submission)
