@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import signal
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -47,10 +46,7 @@ from evaluator.judge.processes import (
 )
 from evaluator.rank_process import (
     confine_output,
-    describe,
     die_with_parent,
-    flush,
-    import_solution,
     scrub_environment,
 )
 
@@ -380,14 +376,4 @@ def _import_main(conn: Connection, job: _Job) -> None:
     if job.limits is not None:
         # No CUDA context is made for an import, but extensions may make one: no RLIMIT_AS.
         rlimits.apply_limits(job.limits, cuda=True)
-    try:
-        import_solution(Path(job.path), job.module)
-        reply: dict[str, Any] = {"ok": True}
-    except BaseException as exc:  # SystemExit at import is the file's failure too
-        traceback.print_exc()
-        reply = {"ok": False, "error": describe(exc)}
-    flush()
-    conn.send_bytes(json.dumps(reply).encode("utf-8"))
-    # No atexit hooks, no waiting on threads the import left running: the parent kills
-    # our process group next anyway.
-    os._exit(0)
+    import_server.import_and_answer(job.path, job.module, conn)

@@ -148,14 +148,19 @@ def _child(
         if other != index and not conn.closed:
             conn.close()
     confine_output(job.log_path)
+    import_and_answer(job.path, job.module, answers[index])
+
+
+def import_and_answer(path: str, module: str, conn: Connection) -> None:
+    """Import one bundle file, say on `conn` how it went, and end at once: no atexit hooks,
+    no waiting on threads the import left running (the trusted side kills this process's
+    group next anyway). A forked child of the server and a fresh process alike."""
     try:
-        import_solution(Path(job.path), job.module)
+        import_solution(Path(path), module)
         reply: dict[str, Any] = {"ok": True}
     except BaseException as exc:  # SystemExit at import is the file's failure too
         traceback.print_exc()
         reply = {"ok": False, "error": describe(exc)}
     flush()
-    answers[index].send_bytes(json.dumps(reply).encode("utf-8"))
-    # No atexit hooks, no waiting on threads the import left running: the trusted side
-    # kills the server's process group next anyway.
+    conn.send_bytes(json.dumps(reply).encode("utf-8"))
     os._exit(0)
