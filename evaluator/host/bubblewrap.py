@@ -83,7 +83,7 @@ _PR_SET_DUMPABLE = 4
 HARNESS_CHECK = (
     "import os, importlib.util as u; "
     "print(os.getuid() if u.find_spec('problems') and u.find_spec('evaluator.candidate.runner')"
-    " else 'no harness')"
+    " else 'our own package (problems, evaluator) is not importable inside the sandbox')"
 )
 
 

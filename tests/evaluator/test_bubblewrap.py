@@ -40,6 +40,25 @@ def test_a_launcher_that_cannot_enter_fails_the_start_and_nothing_weaker_runs_in
             start_sandbox(scratch / "b", broken, Unjoinable())  # type: ignore[arg-type]
 
 
+def test_a_sandbox_that_hides_our_own_package_judges_nothing(monkeypatch):
+    """Issue 40: a clone under /tmp judged every bundle as a compile error, its ranks unable
+    to import the evaluator inside the sandbox. Here the sandbox shows every folder but the
+    repository: its start fails as a sandbox fault (a platform fault, not charged, and the
+    canary holds the worker), never a team's compile error."""
+    repo = str(bubblewrap.REPOSITORY)
+    shown = bubblewrap.kept_paths
+    monkeypatch.setattr(
+        bubblewrap,
+        "kept_paths",
+        lambda: [p for p in shown() if p != repo],  # its .venv, where it is one, stays
+    )
+    settings = dataclasses.replace(load_settings({}), sandbox="bubblewrap")
+    with reachable_folder("bwrap-harness") as scratch:
+        hidden = f"^{SANDBOX_FAULT}.*package .* is not importable"
+        with pytest.raises(sandbox.SandboxError, match=hidden):
+            start_sandbox(scratch / "sandbox", settings)
+
+
 def test_a_sandbox_without_cuda_stops_a_gpu_worker_saying_what_to_do():
     with reachable_folder("bwrap-cuda") as scratch:
         box = bubblewrap.Sandbox.start(scratch / "sandbox", scratch, *_ids())
