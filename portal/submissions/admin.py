@@ -266,6 +266,13 @@ class QueueAdmin(SubmissionActions, admin.ModelAdmin):
 
     @admin.display(description="Progress")
     def progress(self, submission: Submission) -> str:
+        """As the submission's page says it: no count before its host has compiled."""
+        if submission.status == Submission.Status.QUEUED:
+            return "queued"
+        if submission.progress_phase == "compiling":
+            return "compiling"
+        if not submission.progress_total:
+            return "starting"
         return f"{submission.progress_done} / {submission.planned_count}"
 
     @admin.display(description="Heartbeat", ordering="heartbeat_at")

@@ -166,3 +166,23 @@ def test_the_admin_queue_says_what_its_list_holds_beside_the_summary(client, adm
     count = page[page.index('id="queue-count"') :]
     count = count[: count.index("</p>")]
     assert "0 submissions queued or running; 8 re-runs for the ranking beside them" in count
+
+
+@pytest.mark.parametrize(
+    ("state", "shown"),
+    [
+        ({}, "queued"),
+        ({"running": True, "progress_total": 0}, "starting"),
+        ({"running": True, "progress_total": 0, "progress_phase": "compiling"}, "compiling"),
+        ({"running": True, "progress_total": 3, "progress_done": 1}, "1 / 3"),
+    ],
+)
+def test_the_admin_queue_says_where_each_run_stands_as_its_page_does(
+    client, admin, team, alice, state, shown
+):
+    """No "0 / 8" before the host has compiled anything (issue 40, item 9)."""
+    SubmissionFactory(team=team, user=alice, **state)
+    client.force_login(admin)
+    page = client.get(reverse("admin:submissions_activesubmission_changelist")).content.decode()
+    cell = page[page.index('class="field-progress"') :]
+    assert cell[cell.index(">") + 1 : cell.index("</td>")] == shown
