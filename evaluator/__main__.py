@@ -105,6 +105,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"refused: {exc}", file=sys.stderr)
         return 2
     print(_table(results))
+    for result in results:
+        for f in result.review:  # what the portal would hold for an admin before ranking
+            print(f"{result.slug}: under review: {f['rule']} at {f['path']}:{f['line']}")
     _write(artifacts, args.out)
     print(
         f"\n{profile.world_size} ranks over {environment['backend']}, {profile.case_kind} cases, "

@@ -8,6 +8,7 @@ portal. What is here, and why the portal needs it:
   statuses and flags, and the rules for text from bundle code (evaluator/contract.py);
 - hardware profiles: what a submission may ask for, and each profile's queue;
 - the bundle's rules, so an upload is refused at once for what a host would refuse;
+- the precheck, so a team sees at upload what a host will report under review;
 - the broker's keys both sides read and write: liveness, sent markers, stop signals;
 - the speedup statistics the portal re-scores stored runs with, and the spread a
   profile's runs add by default.
@@ -60,6 +61,10 @@ _HOMES = {
         "BundleError",
         "did_you_mean",
         "read_bundle",
+    ),
+    "evaluator.intake.precheck": (
+        "Finding",
+        "precheck_files",
     ),
     "evaluator.judge.stats": (
         "geomean",

@@ -136,6 +136,12 @@ class ProblemResult:
     roofline: float | None = None  # mean over cases of floor / time
     flags: list[str] = field(default_factory=list)  # ResultFlag values
     cases: list[CaseResult] = field(default_factory=list)
+    # The precheck's findings in the problem's code (evaluator/intake/precheck.py), each
+    # {"rule", "path", "line", "text"}: the portal keeps a result with any under review, off
+    # the boards until an admin clears it. Optional in version 1 (absent from older hosts'
+    # results, ignored by older portals). Not a flag here: the host judges the code as any
+    # other, and whether a finding may rank is the portal's rule.
+    review: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -150,9 +156,30 @@ class ProblemResult:
             values = known_fields(cls, data)
             values["status"] = ProblemStatus(values["status"])
             values["cases"] = [CaseResult.from_json(c) for c in values.get("cases", [])]
+            values["review"] = read_review(values.get("review", []))
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise ContractError(f"problem result: bad field: {exc}") from exc
+
+
+REVIEW_CAP = 50
+
+
+def read_review(value: Any) -> list[dict[str, Any]]:
+    """A result's precheck findings as data: at most REVIEW_CAP, each with a rule, a path,
+    a line and a text of bounded length, or ValueError."""
+    if not isinstance(value, list):
+        raise ValueError(f"review: expected a list, got {type(value).__name__}")
+    findings = []
+    for item in value[:REVIEW_CAP]:
+        if not isinstance(item, dict) or not isinstance(item.get("line"), int):
+            raise ValueError(f"review: bad finding {item!r:.80}")
+        texts = [item.get(k) for k in ("rule", "path", "text")]
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"review: bad finding {item!r:.80}")
+        rule, path, text = (printable(str(t))[:200] for t in texts)
+        findings.append({"rule": rule, "path": path, "line": item["line"], "text": text})
+    return findings
 
 
 def known_fields(cls: type, data: Any) -> dict[str, Any]:

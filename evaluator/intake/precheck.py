@@ -2,8 +2,9 @@
 
 Rules are data (precheck_rules.toml: what each catches and why). Each problem's findings
 are those of its file and of every bundle module it imports, directly or not. A finding
-does not refuse anything: the problem is judged as any other, and its results are under
-review (`ResultFlag.UNDER_REVIEW`) until an admin clears them. It is a screen, not a wall:
+does not refuse anything: the problem is judged as any other, its result carries the
+findings (`ProblemResult.review`), and the portal keeps it under review, off the boards,
+until an admin clears it. It is a screen, not a wall:
 the sandbox and the judge stop these attacks whether or not a rule sees them, and a rule
 that misses costs nothing but the review (docs/security.md, "The precheck").
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from evaluator.intake.precheck_checks import CHECKS, _matches
 from evaluator.intake.precheck_tree import ModuleTree, module_name
+from evaluator.results import ProblemResult
 
 RULES_FILE = Path(__file__).with_name("precheck_rules.toml")
 MAX_FINDINGS = 50
@@ -108,6 +110,13 @@ def precheck_files(
         slug: _capped(f for name in _reached(module_name(path), modules) for f in found[name])
         for slug, path in solutions.items()
     }
+
+
+def with_review(result: ProblemResult, findings: list[Finding]) -> ProblemResult:
+    """`result` carrying its problem's findings, whatever its status: a finding is about
+    the code, not about whether it passed."""
+    result.review = [f.to_json() for f in findings]
+    return result
 
 
 def precheck_source(source: str, path: str = "solution.py") -> list[Finding]:

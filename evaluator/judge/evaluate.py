@@ -26,6 +26,7 @@ from evaluator.host.profiles import HardwareProfile
 from evaluator.host.settings import Settings
 from evaluator.intake.bundle import Bundle
 from evaluator.intake.compile import import_solutions
+from evaluator.intake.precheck import precheck_files, with_review
 from evaluator.judge import profiling
 from evaluator.judge.confinement import (
     CANDIDATE_FOLDERS,
@@ -88,6 +89,8 @@ def evaluate_bundle(
     if mode == Mode.PROFILE:
         profiling.check_case_name(catalog, slugs, profile_case)
     _check_host(profile)
+    # Before any GPU time; the findings travel with each problem's result (its `review`).
+    review = precheck_files(bundle.files, bundle.solutions)
     started = time.monotonic()
     environment = environment_fingerprint(profile)
     identity = settings.candidate_user
@@ -195,7 +198,7 @@ def evaluate_bundle(
         for done, run in enumerate(runs):
             if on_progress:
                 on_progress(done, len(runs), run.slug)
-            results.append(run.evaluate())
+            results.append(with_review(run.evaluate(), review.get(run.slug, [])))
             if on_result:
                 on_result(results[-1])
             if on_artifact and isinstance(run, ProfileRun):

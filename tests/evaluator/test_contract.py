@@ -135,3 +135,21 @@ def test_artifacts_are_checked_before_anything_keeps_them():
         name="big.txt", media_type="text/plain", data=b"x" * (contract.ARTIFACT_CAP_BYTES + 5)
     )
     assert big.truncated and len(big.data()) == contract.ARTIFACT_CAP_BYTES
+
+
+def test_a_results_precheck_findings_read_back_and_older_results_have_none():
+    finding = {"rule": "clock", "path": "a.py", "line": 3, "text": "reads a clock: time"}
+    result = ProblemResult(slug="a", status=ProblemStatus.PASSED, world_size=2, review=[finding])
+    assert ProblemResult.from_json(result.to_json()).review == [finding]
+    older = {k: v for k, v in result.to_json().items() if k != "review"}
+    assert ProblemResult.from_json(older).review == []
+
+
+@pytest.mark.parametrize(
+    "review",
+    [{"rule": "x"}, ["clock"], [{"rule": "x", "path": "a.py", "line": "3", "text": "t"}]],
+)
+def test_a_malformed_review_is_a_contract_error(review):
+    data = ProblemResult(slug="a", status=ProblemStatus.PASSED, world_size=2).to_json()
+    with pytest.raises(ContractError, match="review"):
+        ProblemResult.from_json({**data, "review": review})

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.contract import ProblemStatus
 from evaluator.intake.precheck import load_rules, precheck_files, precheck_source
+from tests.evaluator.judging import judge_files, sleeping_solution, small_settings
 from tests.redteam import attacks
 from tests.redteam import test_cpu_hog as cpu_hog
 from tests.redteam import test_echo_attacks as echo
@@ -192,3 +194,20 @@ def test_a_rule_naming_no_check_fails_loudly(tmp_path):
     rules.write_text('[[rule]]\nid = "x"\nwhat = "w"\nwhy = "y"\ncheck = "nothing"\n')
     with pytest.raises(ValueError, match="no check named 'nothing'"):
         load_rules(rules)
+
+
+def test_the_host_judges_a_flagged_problem_and_its_result_carries_the_findings():
+    files = {"pc-honest.py": attacks.HONEST, "pc-sleepy.py": sleeping_solution(0.001)}
+    catalog = {name[:-3]: attacks.problem(name[:-3]) for name in files}
+    settings = small_settings(
+        "precheck-secret-0123456789", warmup=1, iters=2, rounds=2, problem_timeout_s=60
+    )
+    results = judge_files(files, catalog, settings, "precheck")
+    honest, sleepy = results["pc-honest"], results["pc-sleepy"]
+    assert honest.status == ProblemStatus.PASSED and honest.review == []
+    assert sleepy.status == ProblemStatus.PASSED, sleepy.message
+    assert [(f["rule"], f["path"]) for f in sleepy.review] == [
+        ("clock", "pc-sleepy.py"),
+        ("clock", "pc-sleepy.py"),
+    ]
+    assert sleepy.flags == []  # the host only reports; the portal holds it for review
