@@ -23,6 +23,7 @@ from portal.submissions.services import (
     submission_reinstate,
     submission_requeue,
 )
+from portal.submissions.services.review import submission_review_clear
 
 
 class ProblemResultInline(admin.TabularInline):
@@ -81,7 +82,7 @@ class SubmissionActions:
     host), "Add a run" keeps them and adds one more judged run for the ranking.
     """
 
-    actions = ["requeue", "rerun", "cancel", "disqualify", "reinstate"]
+    actions = ["requeue", "rerun", "cancel", "disqualify", "reinstate", "clear_review"]
 
     @admin.action(
         description="Start over: judge selected submissions from scratch (discards their results)"
@@ -148,6 +149,23 @@ class SubmissionActions:
         changed = [s for s in queryset if submission_reinstate(submission=s)]
         log_each(self, request, changed, "Reinstated (disqualification undone).")
         self.message_user(request, f"{len(changed)} submission(s) reinstated.", messages.SUCCESS)
+
+    @admin.action(
+        description="Clear review: the precheck's findings were read and are fine (the "
+        "results under review may rank)"
+    )
+    def clear_review(self, request, queryset):
+        cleared = 0
+        for submission in queryset:
+            count = submission_review_clear(submission=submission, by=request.user)
+            if count:
+                cleared += count
+                self.log_change(
+                    request, submission, f"Review cleared by {request.user}: {count} result(s)."
+                )
+        self.message_user(
+            request, f"{cleared} result(s) cleared of review; they may rank.", messages.SUCCESS
+        )
 
 
 class DisqualifiedFilter(admin.SimpleListFilter):

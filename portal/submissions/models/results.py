@@ -3,6 +3,7 @@ run of them."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from evaluator.face import ProblemStatus, ResultFlag
@@ -80,6 +81,13 @@ class ProblemResult(models.Model):
             "its host did not freeze the candidate while the reference was timed, as its "
             "hardware profile requires",
         )
+        # The portal's own, from the host's precheck findings (`review`): an admin clears
+        # it (services/review.py), and the result ranks from then on.
+        UNDER_REVIEW = (
+            "under_review",
+            "under review: its code holds patterns that hostile bundles use (below), and an "
+            "admin has not cleared it yet",
+        )
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="results")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="results")
@@ -111,6 +119,13 @@ class ProblemResult(models.Model):
     # Its submission's `code_digests[slug]`, copied when the result is recorded so that the
     # boards group by it in SQL; empty: code that pools with no other (counts alone).
     code_digest = models.CharField(max_length=64, blank=True)
+    # The precheck's findings in its code, as its host reported them (contract `review`),
+    # and who cleared them when (services/review.py); the admin log keeps the action too.
+    review = models.JSONField(default=list, blank=True)
+    review_cleared_at = models.DateTimeField(null=True, blank=True)
+    review_cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     objects = ProblemResultQuerySet.as_manager()
 
@@ -128,6 +143,10 @@ class ProblemResult(models.Model):
     def is_flagged(self) -> bool:
         """A pass that does not count: shown as evidence, left off the leaderboard."""
         return self.status == self.Status.PASSED and bool(self.flags)
+
+    @property
+    def is_under_review(self) -> bool:
+        return self.Flag.UNDER_REVIEW in self.flags
 
     @property
     def is_stale(self) -> bool:

@@ -187,6 +187,9 @@ class Submission(models.Model):
     # {slug: digest of the code the problem runs} (portal/submissions/digests.py), taken
     # when the bundle is stored: runs of the same code pool on the boards.
     code_digests = models.JSONField(default=dict, blank=True)
+    # {slug: [finding, ...]} of the precheck at upload (evaluator/intake/precheck.py), so
+    # the team sees at once what its host will report and an admin will review.
+    precheck = models.JSONField(default=dict, blank=True)
 
     objects = SubmissionQuerySet.as_manager()
 

@@ -41,6 +41,7 @@ from portal.submissions.services.reruns import (
     rerun_progress,
     rerun_start,
 )
+from portal.submissions.services.review import review_flags
 from portal.submissions.services.submissions import submission_requeue
 
 logger = logging.getLogger(__name__)
@@ -174,12 +175,14 @@ def _result_rows(submission: Submission, reported: list[ReportedResult]) -> list
         if problem is None or result.slug in rows:
             logger.warning("submission %s: result for %r ignored", submission.pk, result.slug)
             continue
+        review = result.review
         rows[result.slug] = ProblemResult(
             submission=submission,
             problem=problem,
             problem_version=_judged_version(submission, problem),
             code_digest=_code_digest(submission, problem.slug),
-            **with_flags(reported_fields(result), unconfined),
+            review=review,
+            **with_flags(reported_fields(result), [*unconfined, *review_flags(review)]),
         )
     return list(rows.values())
 

@@ -23,6 +23,7 @@ from portal.submissions.hardware import UnknownProfile, check_profile
 from portal.submissions.models import EXAMPLE_LABEL_MAX, ProblemResult, Submission
 from portal.submissions.quotas import team_submission_quota
 from portal.submissions.services.artifacts import artifacts_discard
+from portal.submissions.services.review import bundle_precheck
 
 logger = logging.getLogger(__name__)
 
@@ -213,6 +214,7 @@ def submission_create(
         profile_case=profile_case,
         problems=sorted(bundle.solutions),
         code_digests=code_digests(bundle),
+        precheck=bundle_precheck(bundle),
         status=Submission.Status.QUEUED,
         queued_at=timezone.now(),
         example_label=example_label,
