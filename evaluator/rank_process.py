@@ -203,6 +203,12 @@ def confine_output(log_path: str, cap: int = MAX_CANDIDATE_FILE_BYTES) -> None:
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     cap = min(cap, MAX_CANDIDATE_FILE_BYTES)
+    # Never above a cap already set: a process forked by the import server inherits its
+    # limits, and an unprivileged process cannot raise them (a ValueError, which failed
+    # every import when the host sets Limits.file_bytes below MAX_CANDIDATE_FILE_BYTES).
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.contract import ProblemStatus
+from evaluator.host.rlimits import Limits
 from evaluator.intake.compile import import_solutions
+from tests.evaluator.judging import judge_files, small_settings
+from tests.redteam import attacks
 
 TIMEOUT_S = 60
 # How long a stopped server goes unnoticed; above a sandboxed torch import on a loaded
@@ -97,6 +101,17 @@ def test_each_file_is_forked_from_one_server_that_imported_torch_first(tmp_path)
     assert len({r["pid"] for r in seen}) == len(files)
     assert len({r["parent"] for r in seen}) == 1
     assert all(r["torch_before"] for r in seen)
+
+
+def test_a_hosts_file_size_cap_below_the_default_imports_as_before():
+    """The server's limits are its children's, and in the sandbox they run as a user who
+    cannot raise them: a child's log must not try to (every import of the red team's
+    module exited 70 at a 16 MiB cap, 2026-11-29)."""
+    cap = Limits(file_bytes=16 * 1024 * 1024)
+    settings = small_settings("fsize-secret-0123456789", warmup=1, iters=2, limits=cap)
+    files = {"honest.py": attacks.HONEST}
+    result = judge_files(files, {"honest": attacks.problem("honest")}, settings, "fsize")
+    assert result["honest"].status == ProblemStatus.PASSED, result["honest"].message
 
 
 def test_a_crash_is_named_by_how_it_ended(tmp_path):

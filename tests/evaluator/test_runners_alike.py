@@ -59,11 +59,14 @@ def ticking_reference(x: torch.Tensor, *, path: str) -> torch.Tensor:
 SLEEPER = sleeping_solution(SLEEP_S)
 
 
+# The persona through personality(2), not /proc/self/personality: a rank is not dumpable,
+# so its own /proc files are root's and that one (0400) is not its to read.
 LAYOUT = """
+import ctypes
 import torch.distributed as dist
 
 ADDR_NO_RANDOMIZE = 0x0040000
-FIXED = int(open("/proc/self/personality").read(), 16) & ADDR_NO_RANDOMIZE
+FIXED = ctypes.CDLL(None).personality(0xFFFFFFFF) & ADDR_NO_RANDOMIZE
 
 
 def solution(x):
