@@ -466,9 +466,12 @@ import os
 def solution(x):
     names = ("PKB_SEED_SECRET", "PKB_SEED_SECRET_FILE", "REDIS_URL", "DATABASE_URL")
     found = [k for k, v in os.environ.items() if {CANARY!r} in v or k in names]
-    with open("/proc/self/environ", "rb") as f:
-        if {CANARY!r}.encode() in f.read():
-            found.append("/proc/self/environ")
+    try:  # a rank is not dumpable: its own /proc/self/environ is root's, refused
+        with open("/proc/self/environ", "rb") as f:
+            if {CANARY!r}.encode() in f.read():
+                found.append("/proc/self/environ")
+    except PermissionError:
+        pass
     raise RuntimeError(f"environment probe done; found {{found}}")
 """,
     ),
