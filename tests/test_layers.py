@@ -12,18 +12,20 @@ REPO = Path(__file__).resolve().parents[1]
 FACE = "evaluator.face"
 
 
-def evaluator_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) for every import of the evaluator package in a file."""
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every absolute import in a file, at any depth inside it."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found += [(node.lineno, n) for n in names if n.split(".")[0] == "evaluator"]
+            found.append((node.lineno, node.module))
     return found
+
+
+def evaluator_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import of the evaluator package in a file."""
+    return [(line, name) for line, name in imports(path) if name.split(".")[0] == "evaluator"]
 
 
 def test_the_portal_imports_the_evaluator_through_its_face_alone():
@@ -85,17 +87,8 @@ UPWARD = {
 
 
 def portal_imports(path: Path) -> set[str]:
-    """The portal apps a file imports (any depth of import inside it)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found |= {n.split(".")[1] for n in names if n.startswith("portal.") and n.count(".")}
-    return found
+    """The portal apps a file imports."""
+    return {name.split(".")[1] for _, name in imports(path) if name.startswith("portal.")}
 
 
 def test_the_portals_apps_import_down_their_order_alone():
